@@ -1,0 +1,93 @@
+"""The ``episcope`` command line: one argparse front door, one module per verb.
+
+Verb modules live in ``console/commands/`` and expose ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. They must import nothing heavy at module level: the headless verbs
+(status, events, jobs, init) never import Textual, and argparse builds every sub-parser.
+
+Exit codes (all verbs): 0 success; 1 the verb ran and reports a failure (a job failed, a
+cancel found nothing); 2 usage error or unusable input (bad path, not a workspace);
+130 interrupted. Data goes to stdout; errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+VERBS: dict[str, str] = {
+    "status": "console.commands.status",
+    "events": "console.commands.events",
+    "jobs": "console.commands.jobs",
+    "init": "console.commands.init",
+    "watch": "console.commands.watch",
+    "replay": "console.commands.replay",
+    "serve": "console.commands.serve",
+}
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """An error a verb reports as one line on stderr, with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="episcope",
+        description="Watch, drive and replay GPU-kernel optimization episodes.",
+    )
+    from console import __version__
+
+    parser.add_argument("--version", action="version", version=f"episcope {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb, module_name in VERBS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        verb_parser = sub.add_parser(verb, help=module.HELP, description=module.HELP)
+        module.add_arguments(verb_parser)
+        verb_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def _with_default_verb(argv: list[str]) -> list[str]:
+    # `episcope [PATH]` means `episcope watch [PATH]`.
+    if not argv or (argv[0] not in VERBS and not argv[0].startswith("-")):
+        return ["watch", *argv]
+    return argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = _with_default_verb(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(run(args) or 0)
+    except CommandError as exc:
+        print(f"episcope: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # A reader such as `head` went away; that is not an error of ours.
+        sys.stderr.close()
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

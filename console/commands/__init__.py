@@ -1,0 +1,1 @@
+"""One module per `episcope` verb (see console/cli.py for the contract)."""

@@ -1,0 +1,1 @@
+"""The event spine: events with provenance, tailer, ingest, reducer, guards, clock."""

@@ -1,0 +1,134 @@
+"""Git facts about an episode worktree, read with short-lived GitPython ``Repo`` objects.
+
+A ``Repo`` holds file handles and caches; the console keeps running for hours, so each
+refresh opens one, asks its questions and closes it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+PROBE_MARKERS = (
+    "atrex_timeline.cuh",
+    "atrex::timeline::Recorder",
+    "ATREX_TIMELINE_ENABLED",
+    "cute.experimental.iket.",
+)
+
+
+def has_probe_marker(text: str) -> bool:
+    return any(marker in text for marker in PROBE_MARKERS)
+
+
+@dataclass(frozen=True, slots=True)
+class GitFacts:
+    worktree: str
+    head: str | None = None
+    branch: str | None = None
+    dirty_paths: tuple[str, ...] = ()  # tracked files changed in the working tree or index
+    untracked_paths: tuple[str, ...] = ()
+    kernel_sha256: str | None = None  # of kernel.py as it is on disk now
+    kernel_has_probe: bool | None = None
+    base_commit: str | None = None
+    candidate_commit: str | None = None
+    candidate_changes: tuple[str, ...] | None = None  # paths changed from base to candidate
+    candidate_has_probe: bool | None = None
+    candidate_is_head: bool | None = None
+    candidate_descends_from_base: bool | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _porcelain(repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+    dirty, untracked = [], []
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code == "??":
+            untracked.append(path)
+            continue
+        dirty.append(path)
+        if code[0] in "RC":  # a rename carries its source path as the next entry
+            i += 1
+    return tuple(sorted(dirty)), tuple(sorted(untracked))
+
+
+def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, candidate_commit: str | None = None) -> GitFacts:
+    worktree = Path(worktree)
+    kernel = worktree / "kernel.py"
+    kernel_sha = file_sha256(kernel)
+    try:
+        kernel_text = kernel.read_text(errors="replace") if kernel_sha else None
+    except OSError:
+        kernel_text = None
+    kernel_probe = has_probe_marker(kernel_text) if kernel_text is not None else None
+    try:
+        import git
+    except ImportError as exc:  # pragma: no cover - gitpython is a hard dependency
+        return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe, error=str(exc))
+    try:
+        with git.Repo(worktree) as repo:
+            try:
+                head = repo.head.commit.hexsha
+            except ValueError:
+                head = None  # a repository without commits
+            branch = None if repo.head.is_detached else repo.active_branch.name
+            dirty, untracked = _porcelain(repo)
+            facts = dict(
+                worktree=str(worktree),
+                head=head,
+                branch=branch,
+                dirty_paths=dirty,
+                untracked_paths=untracked,
+                kernel_sha256=kernel_sha,
+                kernel_has_probe=kernel_probe,
+                base_commit=base_commit,
+                candidate_commit=candidate_commit,
+            )
+            if candidate_commit:
+                facts.update(_candidate_facts(repo, head, base_commit, candidate_commit))
+            return GitFacts(**facts)
+    except (git.GitError, OSError, ValueError) as exc:
+        message = " ".join(str(exc).split())[:300]
+        return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe, error=message)
+
+
+def _candidate_facts(repo, head: str | None, base: str | None, candidate: str) -> dict:
+    import git
+
+    facts: dict = {}
+    try:
+        commit = repo.commit(candidate)
+    except (git.GitError, ValueError):
+        return {"error": f"candidate commit {candidate[:12]} not found"}
+    facts["candidate_is_head"] = head == commit.hexsha
+    try:
+        blob = commit.tree / "kernel.py"
+        facts["candidate_has_probe"] = has_probe_marker(blob.data_stream.read().decode("utf-8", "replace"))
+    except KeyError:
+        facts["candidate_has_probe"] = None
+    if base:
+        try:
+            facts["candidate_descends_from_base"] = repo.is_ancestor(base, commit.hexsha)
+            changed = repo.git.diff("--name-only", base, commit.hexsha)
+            facts["candidate_changes"] = tuple(sorted(p for p in changed.splitlines() if p))
+        except (git.GitError, ValueError):
+            facts["candidate_descends_from_base"] = None
+    return facts

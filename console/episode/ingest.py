@@ -1,0 +1,328 @@
+"""Turning a workspace's files into events: a cold scan, then incremental refreshes.
+
+``Ingest`` knows which files of FORMATS §1 carry which artifact, reads line files through
+a ``Tailer`` (only appended bytes) and whole documents only when their size, mtime or
+inode changed. ``follow`` (live.py) calls ``refresh`` with the paths watchfiles reports.
+Parsers come from console.formats; ingest only decides which parser a path needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from console.formats.problems import FormatError, Unreadable, one_line
+from console.formats.telemetry import parse_telemetry_line
+
+from . import events as ev
+from .clock import iso_to_epoch
+from .events import Event
+from .tailer import Tailer
+from .workspace import RUNTIME_DIR, WORKTREES_DIR, Workspace
+
+SKIP_DIRS = frozenset(
+    {".git", "__pycache__", "node_modules", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".hypothesis",
+     WORKTREES_DIR, "archive", "slots", ".whl", "harness"}
+)
+MAX_DEPTH = 8
+
+_MEMORY_VERSION = re.compile(r"^v\d+\.json$")
+
+# kind -> (module, function) of the document reader; imported on first use so a
+# headless verb pays only for the readers its workspace needs.
+DOCUMENT_READERS = {
+    ev.STATE: ("console.formats.supervisor", "read_state"),
+    ev.ACTIVE_EPISODE: ("console.formats.supervisor", "read_active_episode"),
+    ev.ATTEMPT: ("console.formats.supervisor", "read_attempt"),
+    ev.JOURNAL: ("console.formats.journal", "read_journal"),
+    ev.HANDOFF: ("console.formats.handoff", "read_handoff"),
+    ev.LIVE_MEMORY: ("console.formats.live_memory", "read_live_memory"),
+    ev.MEMORY_VERSION: ("console.formats.memory", "read_memory_version"),
+    ev.TELEMETRY_SUMMARY: ("console.formats.telemetry_summary", "read_telemetry_summary"),
+    ev.ABBA: ("console.formats.abba", "read_abba_verdict"),
+    ev.TIMELINE_RECEIPT: ("console.formats.timeline", "read_timeline_receipt"),
+    ev.TIMELINE_MEASUREMENT: ("console.formats.timeline", "read_timeline_measurement"),
+    ev.JOB: ("console.formats.job_record", "read_job_record"),
+}
+LINE_PARSERS = {
+    ev.TELEMETRY: ("console.formats.telemetry", "parse_telemetry_line"),
+    ev.EVALUATION: ("console.formats.evaluations", "parse_evaluation_line"),
+    ev.MEASURE_RUN: ("console.formats.timeline", "parse_measure_run_line"),
+}
+GIT_TRIGGERS = frozenset({"kernel.py"})
+
+
+def _resolve(spec: tuple[str, str]):
+    module, name = spec
+    return getattr(importlib.import_module(module), name)
+
+
+def classify(rel: str) -> str | None:
+    """The artifact kind of a path relative to a campaign root or worktree (None: not ours)."""
+    parts = rel.split("/")
+    name = parts[-1]
+    if parts[0] == RUNTIME_DIR:
+        if len(parts) == 2:
+            return {
+                "telemetry.jsonl": ev.TELEMETRY,
+                "evaluations.jsonl": ev.EVALUATION,
+                "state.json": ev.STATE,
+                "active_episode.json": ev.ACTIVE_EPISODE,
+                "journal.json": ev.JOURNAL,
+                "handoff.json": ev.HANDOFF,
+            }.get(name)
+        if len(parts) == 4 and parts[1] == "episodes":
+            return {"attempt.json": ev.ATTEMPT, "telemetry.summary.json": ev.TELEMETRY_SUMMARY}.get(name)
+        if len(parts) == 4 and parts[1] == "sandbox" and name == "job.json":
+            return ev.JOB
+    if parts[0] == "memory" and len(parts) == 2:
+        if name == "live.json":
+            return ev.LIVE_MEMORY
+        if _MEMORY_VERSION.match(name):
+            return ev.MEMORY_VERSION
+        return None
+    if name == "result.json" and len(parts) >= 3 and parts[-3] == ".atrex_long_horizon_verify":
+        return ev.ABBA
+    if parts[0] == "profiles" and name in ("gateway_profile.json", "summary.txt"):
+        return ev.PROFILE
+    if name == "receipt.json":
+        return ev.TIMELINE_RECEIPT
+    if name.endswith(".runs.jsonl"):
+        return ev.MEASURE_RUN
+    if name.endswith(".json") and "measurement" in name:
+        return ev.TIMELINE_MEASUREMENT
+    return None
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Ingest:
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self._tailers: dict[str, tuple[str, Tailer]] = {}  # path -> (kind, tailer)
+        self._documents: dict[str, tuple[str, tuple | None]] = {}  # path -> (kind, stamp)
+        self._profiles: dict[str, tuple | None] = {}  # profile dir -> combined stamp
+        self._git_context: dict[str, str | None] = {"base": None, "candidate": None}
+        self._git_stamp: tuple | None = None
+
+    # -- discovery -----------------------------------------------------------------------
+
+    def _walk(self) -> Iterator[tuple[str, str]]:
+        """(kind, absolute path) of every artifact file under the workspace roots."""
+        for root in self.workspace.roots:
+            root_str = str(root)
+            stack = [(root_str, 0)]
+            while stack:
+                directory, depth = stack.pop()
+                try:
+                    entries = list(os.scandir(directory))
+                except OSError:
+                    continue
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth < MAX_DEPTH and entry.name not in SKIP_DIRS:
+                            stack.append((entry.path, depth + 1))
+                    elif entry.is_file(follow_symlinks=False):
+                        rel = os.path.relpath(entry.path, root_str).replace(os.sep, "/")
+                        kind = classify(rel)
+                        if kind is not None:
+                            yield kind, entry.path
+
+    # -- reading -------------------------------------------------------------------------
+
+    def scan(self) -> Iterator[Event]:
+        """Every event the workspace holds now (a generator: a huge file streams)."""
+        found = sorted(self._walk(), key=lambda item: (item[0] in LINE_PARSERS, item[1]))
+        for kind, path in found:
+            yield from self._read(kind, path)
+        yield from self._git_events(force=True)
+
+    def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
+        """Events for what changed: the given paths, or (None) a full re-check."""
+        out: list[Event] = []
+        if changed is None:
+            known = set(self._tailers) | set(self._documents)
+            for kind, path in self._walk():
+                known.discard(path)
+                out.extend(self._read(kind, path))
+            for path in known:  # vanished since the last look
+                out.extend(self._read(self._kind_of(path), path))
+            out.extend(self._git_events(force=False))
+            return out
+        git_due = False
+        for path in sorted(set(changed)):
+            kind = self._kind_of(path)
+            if kind is None:
+                kind = self._classify_abs(path)
+            if kind is not None:
+                out.extend(self._read(kind, path))
+            if os.path.basename(path) in GIT_TRIGGERS or kind in (ev.HANDOFF, ev.JOURNAL, ev.ACTIVE_EPISODE):
+                git_due = True
+        if git_due:
+            out.extend(self._git_events(force=True))
+        return out
+
+    def _kind_of(self, path: str) -> str | None:
+        if path in self._tailers:
+            return self._tailers[path][0]
+        if path in self._documents:
+            return self._documents[path][0]
+        if os.path.dirname(path) in self._profiles:
+            return ev.PROFILE
+        return None
+
+    def _classify_abs(self, path: str) -> str | None:
+        for root in self.workspace.roots:
+            try:
+                rel = os.path.relpath(path, root)
+            except ValueError:
+                continue
+            if rel.startswith(".."):
+                continue
+            parts = rel.split(os.sep)
+            if any(p in SKIP_DIRS for p in parts[:-1]):
+                return None
+            return classify("/".join(parts))
+        return None
+
+    def _read(self, kind: str | None, path: str) -> list[Event]:
+        if kind is None:
+            return []
+        if kind in LINE_PARSERS:
+            return list(self._read_lines(kind, path))
+        if kind == ev.PROFILE:
+            return self._read_profile(os.path.dirname(path))
+        return self._read_document(kind, path)
+
+    def read_lines_batched(self, kind: str, path: str) -> Iterator[list[Event]]:
+        """Line events in chunk-sized batches (the cold-ingest path for huge files)."""
+        known = self._tailers.get(path)
+        if known is None:
+            known = self._tailers[path] = (kind, Tailer(path))
+        tailer = known[1]
+        parse = parse_telemetry_line if kind == ev.TELEMETRY else _resolve(LINE_PARSERS[kind])
+        first = True
+        for batch in tailer.batches():
+            out = []
+            if first and tailer.reset:
+                out.append(Event(ev.REMOVED, path, None, time.time(), kind))
+            first = False
+            append = out.append
+            telemetry = kind == ev.TELEMETRY
+            for offset, line in batch:
+                try:
+                    record = parse(line)
+                except FormatError as exc:
+                    append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, one_line(exc))))
+                    continue
+                except Exception as exc:  # a parser bug must not hide the record's position
+                    append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, f"parser error: {one_line(exc)}")))
+                    continue
+                at = iso_to_epoch(record.timestamp) if telemetry else _record_time(record)
+                append(Event(kind, path, offset, at, record))
+            yield out
+        if first and tailer.reset:
+            yield [Event(ev.REMOVED, path, None, time.time(), kind)]
+
+    def _read_lines(self, kind: str, path: str) -> Iterator[Event]:
+        for batch in self.read_lines_batched(kind, path):
+            yield from batch
+
+    def _read_document(self, kind: str, path: str) -> list[Event]:
+        stamp = _stamp(path)
+        previous = self._documents.get(path)
+        if previous is not None and previous[1] == stamp:
+            return []
+        self._documents[path] = (kind, stamp)
+        if stamp is None:
+            return [Event(ev.REMOVED, path, None, time.time(), kind)] if previous is not None else []
+        at = stamp[2] / 1e9
+        try:
+            result = _resolve(DOCUMENT_READERS[kind])(path)
+        except Exception as exc:  # a reader bug becomes a visible problem, not a crash
+            return [Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, f"reader error: {one_line(exc)}"))]
+        events = [Event(ev.UNREADABLE, path, p.offset, at, p) for p in result.problems]
+        if result.value is not None:
+            self._remember_git_context(kind, result.value)
+            events.append(Event(kind, path, None, at, result.value))
+        return events
+
+    def _read_profile(self, directory: str) -> list[Event]:
+        stamp = tuple(_stamp(os.path.join(directory, n)) for n in ("gateway_profile.json", "summary.txt"))
+        previous = self._profiles.get(directory)
+        if previous == stamp:
+            return []
+        self._profiles[directory] = stamp
+        at = max((s[2] for s in stamp if s is not None), default=None)
+        at = at / 1e9 if at is not None else time.time()
+        if all(s is None for s in stamp):
+            return [Event(ev.REMOVED, directory, None, at, ev.PROFILE)]
+        from console.profiling.result import load_profile_dir
+
+        try:
+            result, problems = load_profile_dir(directory)
+        except Exception as exc:
+            return [Event(ev.UNREADABLE, directory, None, at, Unreadable(directory, None, f"reader error: {one_line(exc)}"))]
+        events = [Event(ev.UNREADABLE, p.path, p.offset, at, p) for p in problems]
+        if result is not None:
+            events.append(Event(ev.PROFILE, directory, None, at, result))
+        return events
+
+    # -- git -----------------------------------------------------------------------------
+
+    def _remember_git_context(self, kind: str, value) -> None:
+        if kind in (ev.ACTIVE_EPISODE, ev.JOURNAL):
+            base = getattr(value, "base_commit", None)
+            if base:
+                self._git_context["base"] = base
+        if kind in (ev.HANDOFF, ev.JOURNAL):
+            candidate = getattr(value, "candidate_commit", None)
+            if candidate:
+                self._git_context["candidate"] = candidate
+
+    def _git_events(self, *, force: bool) -> list[Event]:
+        root = self.workspace.episode_root
+        if not (root / ".git").exists():
+            return []
+        stamp = (_stamp(str(root / "kernel.py")), tuple(self._git_context.values()), _git_head_stamp(root))
+        if not force and stamp == self._git_stamp:
+            return []
+        self._git_stamp = stamp
+        from .git_facts import read_git_facts
+
+        facts = read_git_facts(root, base_commit=self._git_context["base"], candidate_commit=self._git_context["candidate"])
+        return [Event(ev.GIT, str(root), None, time.time(), facts)]
+
+
+def _git_head_stamp(root: Path) -> tuple | None:
+    dotgit = root / ".git"
+    try:
+        if dotgit.is_file():
+            text = dotgit.read_text().strip()
+            gitdir = Path(text.split(":", 1)[1].strip()) if text.startswith("gitdir:") else dotgit
+            if not gitdir.is_absolute():
+                gitdir = (root / gitdir).resolve()
+        else:
+            gitdir = dotgit
+        return (_stamp(str(gitdir / "HEAD")), _stamp(str(gitdir / "index")))
+    except OSError:
+        return None
+
+
+def _record_time(record) -> float | None:
+    timestamp = getattr(record, "timestamp", None)
+    if timestamp is None and isinstance(record, dict):
+        timestamp = record.get("timestamp")
+    if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
+        return float(timestamp)
+    return iso_to_epoch(timestamp)

@@ -1,0 +1,306 @@
+"""Folding the event stream into an immutable ``EpisodeState``.
+
+``Reducer.feed`` is the only place events change anything; ``Reducer.snapshot`` hands out
+an immutable state that shares the append-only lists through ``views.Prefix`` (O(1)), so
+the live console can snapshot after every batch. ``fold(events)`` is the pure one-shot
+form used by tests, replay and the headless verbs.
+
+Phase pairing follows FORMATS §2: markers pair per (iteration, attempt) by the writer's
+monotonic clock; an overlapping start, a mismatched end, an orphan end or an unclosed
+start makes that span ``partial`` and it is kept, never silently dropped. Orchestration
+time is each attempt's telemetry span minus the phase time attributed inside it; sandbox
+time is reported apart.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Iterable
+
+from . import events as ev
+from .clock import iso_to_epoch
+from .guards import evaluate_guards
+from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
+from .views import Prefix, combine
+
+
+class _TelemetryFold:
+    """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
+
+    __slots__ = ("open", "spans", "totals", "clocks", "attributed", "reads", "ops_done", "ops_running", "count", "ids", "reasons")
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[str, str], tuple[str, float | None, float | None]] = {}
+        self.spans: list[PhaseSpan] = []
+        self.totals: dict[str, list] = {}  # phase -> [wall, intervals, partial_intervals]
+        self.clocks: dict[tuple[str, str], list] = {}  # attempt -> [first_mono, last_mono]
+        self.attributed: dict[tuple[str, str], float] = {}
+        self.reads: list[SourceRead] = []
+        self.ops_done: list[SandboxOperation] = []
+        self.ops_running: dict[str, SandboxOperation] = {}
+        self.count = 0
+        self.ids: dict[str, str] = {}  # interning: a million records share a handful of ids
+        self.reasons: dict[str, int] = {}  # partial span reason -> count
+
+    def _intern(self, value: str) -> str:
+        return self.ids.setdefault(value, value)
+
+    def _close(self, span: PhaseSpan) -> None:
+        self.spans.append(span)
+        total = self.totals.get(span.phase)
+        if total is None:
+            total = self.totals[span.phase] = [0.0, 0, 0]
+        wall = span.wall_seconds
+        if wall is not None:
+            total[0] += wall
+            key = (span.iteration_id, span.attempt_id)
+            self.attributed[key] = self.attributed.get(key, 0.0) + wall
+        total[1] += 1
+        if span.measurement != "explicit":
+            total[2] += 1
+            self.reasons[span.reason or "partial"] = self.reasons.get(span.reason or "partial", 0) + 1
+
+    def add(self, record, at: float | None) -> None:
+        self.count += 1
+        key = (self._intern(record.iteration_id), self._intern(record.attempt_id))
+        mono = record.monotonic_seconds
+        if mono is not None:
+            clock = self.clocks.get(key)
+            if clock is None:
+                self.clocks[key] = [mono, mono]
+            else:
+                if mono < clock[0]:
+                    clock[0] = mono
+                if mono > clock[1]:
+                    clock[1] = mono
+        event = record.event
+        raw = record.raw
+        if event == "phase_started":
+            phase = raw.get("phase")
+            previous = self.open.get(key)
+            if previous is not None:
+                self._close(PhaseSpan(key[0], key[1], previous[0], previous[1], mono, previous[2], at, "partial", "overlapping"))
+            self.open[key] = (phase, mono, at)
+        elif event == "phase_completed":
+            phase = raw.get("phase")
+            previous = self.open.pop(key, None)
+            if previous is None:
+                self._close(PhaseSpan(key[0], key[1], phase, None, mono, None, at, "partial", "orphan_end"))
+            elif previous[0] != phase:
+                self._close(PhaseSpan(key[0], key[1], previous[0], previous[1], mono, previous[2], at, "partial", "mismatched_end"))
+            else:
+                self._close(PhaseSpan(key[0], key[1], phase, previous[1], mono, previous[2], at, "explicit"))
+        elif event == "source_read":
+            self.reads.append(SourceRead(key[0], key[1], raw.get("source_kind"), raw.get("reference"), at, mono))
+        elif event == "sandbox_operation_started":
+            op_id = raw.get("operation_id") or f"unnamed-{self.count}"
+            self.ops_running[op_id] = SandboxOperation(op_id, raw.get("category"), key[0], key[1], at, mono, None, "running")
+        elif event == "sandbox_operation_completed":
+            op_id = raw.get("operation_id") or f"unnamed-{self.count}"
+            started = self.ops_running.pop(op_id, None)
+            duration = raw.get("duration_seconds")
+            status = raw.get("status")
+            self.ops_done.append(
+                SandboxOperation(
+                    op_id,
+                    raw.get("category") or (started.category if started else None),
+                    key[0],
+                    key[1],
+                    started.started_at if started else None,
+                    started.started_monotonic if started else None,
+                    duration if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None,
+                    status if status in ("succeeded", "failed") else "failed",
+                    raw.get("exit_status"),
+                    raw.get("failure_type"),
+                )
+            )
+
+
+class Reducer:
+    def __init__(self) -> None:
+        self._telemetry: dict[str, _TelemetryFold] = {}
+        self._evaluations: dict[str, list] = {}
+        self._measure_runs: dict[str, list] = {}
+        self._documents: dict[str, dict[str, object]] = {}  # kind -> path -> parsed value
+        self._document_at: dict[str, float | None] = {}
+        self._unreadable: dict[tuple[str, int | None], object] = {}
+        self._last_at: float | None = None
+        self._count = 0
+        self._meta: dict[str, str | None] = {"campaign_root": None, "campaign": None, "worktree": None}
+        self._snapshot: EpisodeState | None = None
+
+    def set_workspace(self, campaign_root: str | None, campaign: str | None, worktree: str | None) -> None:
+        self._meta = {"campaign_root": campaign_root, "campaign": campaign, "worktree": worktree}
+        self._snapshot = None
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def feed(self, events: Iterable[ev.Event]) -> "Reducer":
+        apply = self.apply
+        for event in events:
+            apply(event)
+        return self
+
+    def apply(self, event: ev.Event) -> None:
+        self._snapshot = None
+        self._count += 1
+        kind = event.kind
+        at = event.at
+        if at is not None and (self._last_at is None or at > self._last_at):
+            self._last_at = at
+        if kind == ev.TELEMETRY:
+            fold = self._telemetry.get(event.path)
+            if fold is None:
+                fold = self._telemetry[event.path] = _TelemetryFold()
+            fold.add(event.data, at)
+        elif kind == ev.EVALUATION:
+            self._evaluations.setdefault(event.path, []).append(event.data)
+        elif kind == ev.MEASURE_RUN:
+            self._measure_runs.setdefault(event.path, []).append(event.data)
+        elif kind == ev.UNREADABLE:
+            self._unreadable[(event.path, event.offset)] = event.data
+        elif kind == ev.REMOVED:
+            self._forget(event.path, event.data)
+        elif kind in ev.DOCUMENT_KINDS:
+            self._documents.setdefault(kind, {})[event.path] = event.data
+            self._document_at[event.path] = at
+            self._unreadable.pop((event.path, None), None)
+
+    def _forget(self, path: str, kind: str) -> None:
+        """A file vanished, or a line file was truncated/replaced and is read anew."""
+        if kind == ev.TELEMETRY:
+            self._telemetry.pop(path, None)
+        elif kind == ev.EVALUATION:
+            self._evaluations.pop(path, None)
+        elif kind == ev.MEASURE_RUN:
+            self._measure_runs.pop(path, None)
+        else:
+            self._documents.get(kind, {}).pop(path, None)
+        for key in [k for k in self._unreadable if k[0] == path]:
+            del self._unreadable[key]
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def _latest(self, kind: str):
+        docs = self._documents.get(kind)
+        if not docs:
+            return None
+        path = max(docs, key=lambda p: (self._document_at.get(p) or 0.0, p))
+        return docs[path]
+
+    def _all(self, kind: str, sort_key=None) -> tuple:
+        docs = self._documents.get(kind)
+        if not docs:
+            return ()
+        if sort_key is None:
+            return tuple(docs[p] for p in sorted(docs))
+        return tuple(sorted(docs.values(), key=sort_key))
+
+    def snapshot(self) -> EpisodeState:
+        if self._snapshot is not None:
+            return self._snapshot
+        folds = [self._telemetry[p] for p in sorted(self._telemetry)]
+        totals: dict[str, list] = {}
+        for fold in folds:
+            for phase, (wall, intervals, partial) in fold.totals.items():
+                acc = totals.setdefault(phase, [0.0, 0, 0])
+                acc[0] += wall
+                acc[1] += intervals
+                acc[2] += partial
+        phase_totals = {
+            phase: PhaseTotal(wall, intervals, "explicit" if partial == 0 else "partial")
+            for phase, (wall, intervals, partial) in sorted(totals.items())
+        }
+        reasons: dict[str, int] = {}
+        for fold in folds:
+            for reason, count in fold.reasons.items():
+                reasons[reason] = reasons.get(reason, 0) + count
+        active = None
+        open_spans = []
+        for fold in folds:
+            for (iteration, attempt), (phase, mono, at) in fold.open.items():
+                open_spans.append(PhaseSpan(iteration, attempt, phase, mono, None, at, None, "partial", "unclosed", active=True))
+        if open_spans:
+            active = max(open_spans, key=lambda s: (s.start_at or 0.0, s.start_monotonic or 0.0))
+        span_seconds = None
+        orchestration = None
+        for fold in folds:
+            for key, (first, last) in fold.clocks.items():
+                span = last - first
+                span_seconds = (span_seconds or 0.0) + span
+                orchestration = (orchestration or 0.0) + max(0.0, span - fold.attributed.get(key, 0.0))
+        running_ops = tuple(op for fold in folds for op in fold.ops_running.values())
+        evaluations = combine([Prefix(self._evaluations[p]) for p in sorted(self._evaluations)])
+        by_sha: dict[str, list] = {}
+        for record in evaluations:
+            sha = getattr(record, "kernel_sha256", None)
+            if sha:
+                by_sha.setdefault(sha, []).append(record)
+        versions = self._all(ev.MEMORY_VERSION, sort_key=_version_key)
+        jobs = self._all(ev.JOB, sort_key=lambda j: getattr(j, "created_at", None) or "")[::-1]
+        state = EpisodeState(
+            campaign_root=self._meta["campaign_root"],
+            campaign=self._meta["campaign"],
+            worktree=self._meta["worktree"],
+            supervisor=self._latest(ev.STATE),
+            active_episode=self._latest(ev.ACTIVE_EPISODE),
+            attempts=self._all(ev.ATTEMPT),
+            journal=self._latest(ev.JOURNAL),
+            handoff=self._latest(ev.HANDOFF),
+            live_memory=self._latest(ev.LIVE_MEMORY),
+            telemetry_summaries=self._all(ev.TELEMETRY_SUMMARY),
+            git=self._latest(ev.GIT),
+            phase_spans=combine([Prefix(f.spans) for f in folds]),
+            phase_totals=MappingProxyType(phase_totals),
+            partial_reasons=MappingProxyType(reasons),
+            active_phase=active,
+            open_spans=tuple(open_spans),
+            orchestration_seconds=orchestration,
+            telemetry_span_seconds=span_seconds,
+            source_reads=combine([Prefix(f.reads) for f in folds]),
+            sandbox_operations=combine([Prefix(f.ops_done) for f in folds] + [running_ops]),
+            telemetry_events=sum(f.count for f in folds),
+            evaluations=evaluations,
+            evaluations_by_sha=MappingProxyType({k: tuple(v) for k, v in by_sha.items()}),
+            versions=versions,
+            incumbent_curve=_incumbent_curve(versions),
+            profiles=self._all(ev.PROFILE),
+            abba=self._all(ev.ABBA),
+            timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
+            timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),
+            measure_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._measure_runs.items())}),
+            jobs=jobs,
+            unreadable=tuple(self._unreadable[k] for k in sorted(self._unreadable, key=lambda k: (k[0], k[1] or -1))),
+            last_event_at=self._last_at,
+            event_count=self._count,
+        )
+        state = _with_alerts(state)
+        self._snapshot = state
+        return state
+
+
+def _version_key(version) -> tuple:
+    number = getattr(version, "version", None)
+    return (number is None, number if isinstance(number, int) else 0)
+
+
+def _incumbent_curve(versions: tuple) -> tuple:
+    if not versions:
+        return ()
+    from console.formats.memory import incumbent_curve
+
+    return tuple(incumbent_curve(versions))
+
+
+def _with_alerts(state: EpisodeState) -> EpisodeState:
+    from dataclasses import replace
+
+    alerts = evaluate_guards(state)
+    return replace(state, alerts=alerts) if alerts else state
+
+
+def fold(events: Iterable[ev.Event]) -> EpisodeState:
+    return Reducer().feed(events).snapshot()
+
+
+__all__ = ["Reducer", "fold", "iso_to_epoch"]

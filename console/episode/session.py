@@ -1,0 +1,128 @@
+"""One watched workspace: scan once, then follow it live.
+
+This is the object every front door holds. The live console and ``events --follow`` use
+``follow_events``/``follow``; ``status`` uses ``scan``. watchfiles reports changed paths,
+``Ingest.refresh`` reads only what changed, and the reducer folds the new events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable
+
+from .events import Event
+from .ingest import Ingest
+from .reducer import Reducer
+from .state import EpisodeState
+from .workspace import Workspace, resolve_workspace
+
+# watchfiles groups changes that arrive within DEBOUNCE_MS; it checks every STEP_MS.
+# Both are small so an appended line reaches the screen well inside 50 ms.
+DEBOUNCE_MS = 10
+STEP_MS = 5
+TICK_MS = 2000  # without file changes, re-check git facts and the worktree this often
+
+
+class Session:
+    def __init__(self, path: str | os.PathLike | None = None, *, workspace: Workspace | None = None,
+                 on_event: Callable[[Event], None] | None = None) -> None:
+        self.path = path
+        self.workspace = workspace or resolve_workspace(path)
+        self.on_event = on_event  # e.g. the console's recorder
+        self._start()
+
+    def _start(self) -> None:
+        self.ingest = Ingest(self.workspace)
+        self.reducer = Reducer()
+        ws = self.workspace
+        self.reducer.set_workspace(str(ws.campaign_root), ws.name, str(ws.worktree) if ws.worktree else None)
+
+    @property
+    def state(self) -> EpisodeState:
+        return self.reducer.snapshot()
+
+    def _feed(self, events) -> int:
+        count = 0
+        apply = self.reducer.apply
+        hook = self.on_event
+        for event in events:
+            apply(event)
+            if hook is not None:
+                hook(event)
+            count += 1
+        return count
+
+    def scan(self) -> EpisodeState:
+        self._feed(self.ingest.scan())
+        return self.state
+
+    def scan_events(self):
+        """The cold scan as events, folded on the way through."""
+        for event in self.ingest.scan():
+            self.reducer.apply(event)
+            if self.on_event is not None:
+                self.on_event(event)
+            yield event
+
+    def refresh(self, changed=None) -> list[Event]:
+        events = self.ingest.refresh(changed)
+        self._feed(events)
+        return events
+
+    def _reresolve(self) -> bool:
+        """Pick up a new episode worktree (an episode started or ended)."""
+        try:
+            fresh = resolve_workspace(self.path) if self.path is not None else self.workspace
+        except Exception:
+            return False
+        if fresh == self.workspace:
+            return False
+        self.workspace = fresh
+        self._start()
+        return True
+
+    async def follow_events(self, stop: asyncio.Event | None = None) -> AsyncIterator[list[Event]]:
+        """Batches of new events as files change (call ``scan`` first)."""
+        import watchfiles
+
+        while stop is None or not stop.is_set():
+            roots = [str(r) for r in self.workspace.roots]
+            restart = False
+            async for changes in watchfiles.awatch(
+                *roots,
+                debounce=DEBOUNCE_MS,
+                step=STEP_MS,
+                rust_timeout=TICK_MS,
+                yield_on_timeout=True,
+                stop_event=stop,
+                watch_filter=_watch_filter,
+                recursive=True,
+            ):
+                if changes:
+                    events = self.refresh([path for _, path in changes])
+                else:
+                    if self._reresolve():
+                        events = list(self.scan_events())
+                        restart = True
+                    else:
+                        events = self.ingest._git_events(force=False)
+                        self._feed(events)
+                if events:
+                    yield events
+                if restart:
+                    break
+            if not restart:
+                return
+
+    async def follow(self, stop: asyncio.Event | None = None) -> AsyncIterator[EpisodeState]:
+        async for _ in self.follow_events(stop):
+            yield self.state
+
+
+def _watch_filter(change, path: str) -> bool:
+    name = os.path.basename(path)
+    if name.endswith((".tmp", ".swp", ".lock", "~")) or name.startswith(".#"):
+        return False
+    parts = path.split(os.sep)
+    return ".git" not in parts and "__pycache__" not in parts

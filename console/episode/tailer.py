@@ -1,0 +1,85 @@
+"""Incremental reading of append-only JSON Lines files.
+
+A ``Tailer`` remembers how far it has read and returns only complete new lines, each with
+the byte offset it starts at. A last line without its newline is held back (the writer may
+be half-way through it) and read again once it is complete. A file that became shorter, or
+was replaced by another file (new inode), is read again from the start; the caller learns
+of it through ``reset`` so it can drop what it derived from the old content.
+
+Reads go in 4 MiB chunks so a cold ingest of a multi-GB file holds one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+CHUNK = 4 << 20
+
+
+class Tailer:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0  # first byte not yet consumed as part of a complete line
+        self._identity: tuple[int, int] | None = None
+        self.reset: str | None = None  # set by the last read: "truncated" | "replaced"
+
+    def read_new(self) -> list[tuple[int, bytes]]:
+        """Every complete new line as (offset, bytes); see ``batches`` for big files."""
+        lines: list[tuple[int, bytes]] = []
+        for batch in self.batches():
+            lines.extend(batch)
+        return lines
+
+    def batches(self) -> Iterator[list[tuple[int, bytes]]]:
+        """Complete new lines, one list per chunk read. Sets ``self.reset`` first."""
+        self.reset = None
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if self._identity is not None:
+                self.reset = "replaced"
+            self._identity = None
+            self.offset = 0
+            return
+        try:
+            st = os.fstat(fd)
+            identity = (st.st_dev, st.st_ino)
+            if self._identity is not None and identity != self._identity:
+                self.reset = "replaced"
+                self.offset = 0
+            elif st.st_size < self.offset:
+                self.reset = "truncated"
+                self.offset = 0
+            self._identity = identity
+            end = st.st_size
+            position = self.offset
+            carry = b""
+            while position < end:
+                block = os.pread(fd, min(CHUNK, end - position), position)
+                if not block:
+                    break
+                position += len(block)
+                data = carry + block if carry else block
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    carry = data  # a line longer than one chunk: keep reading
+                    continue
+                carry = data[cut + 1 :]
+                lines = _split(data, cut, self.offset)
+                self.offset += cut + 1
+                if lines:
+                    yield lines
+        finally:
+            os.close(fd)
+
+
+def _split(data: bytes, cut: int, base: int) -> list[tuple[int, bytes]]:
+    lines = []
+    append = lines.append
+    pos = base
+    for line in data[:cut].split(b"\n"):
+        if line:
+            append((pos, line))
+        pos += len(line) + 1
+    return lines

@@ -1,0 +1,105 @@
+"""Finding the campaign and the episode worktree from whatever path the operator gives.
+
+The operator may point at a campaign root or at an episode worktree. From a worktree,
+``git rev-parse --git-common-dir`` leads back to the campaign's ``.git``; from a campaign,
+episode worktrees live under ``<parent>/.atrex_long_horizon_worktrees/<campaign>/``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.formats import jsonio
+
+WORKTREES_DIR = ".atrex_long_horizon_worktrees"
+RUNTIME_DIR = ".atrex_long_horizon"
+
+
+class WorkspaceError(Exception):
+    """The path is not something episcope can show (message is one line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    campaign_root: Path
+    worktree: Path | None  # the episode worktree shown (active, else newest), if any
+    worktrees: tuple[Path, ...]  # every episode worktree of the campaign
+
+    @property
+    def name(self) -> str:
+        return self.campaign_root.name
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        """Directories whose files belong to this episode (campaign first)."""
+        if self.worktree is None or self.worktree == self.campaign_root:
+            return (self.campaign_root,)
+        return (self.campaign_root, self.worktree)
+
+    @property
+    def episode_root(self) -> Path:
+        """Where the agent works: the worktree when there is one, else the campaign."""
+        return self.worktree or self.campaign_root
+
+
+def _git_paths(path: Path) -> tuple[Path, Path] | None:
+    """(common git dir, top level) of the repository holding ``path``, or None."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) < 2:
+        return None
+    return Path(lines[0]), Path(lines[1])
+
+
+def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
+    base = campaign_root.parent / WORKTREES_DIR / campaign_root.name
+    try:
+        entries = [p for p in base.iterdir() if p.is_dir() and (p / ".git").exists()]
+    except OSError:
+        return ()
+    return tuple(sorted(entries))
+
+
+def _active_worktree(campaign_root: Path) -> Path | None:
+    result = jsonio.read_json_document(
+        campaign_root / RUNTIME_DIR / "active_episode.json", lambda obj: obj if isinstance(obj, dict) else None
+    )
+    worktree = result.value.get("worktree") if result.value else None
+    if isinstance(worktree, str) and Path(worktree).is_dir():
+        return Path(worktree)
+    return None
+
+
+def resolve_workspace(path: str | os.PathLike | None = None) -> Workspace:
+    start = Path(path or ".").expanduser()
+    if not start.exists():
+        raise WorkspaceError(f"{start}: no such directory")
+    start = start.resolve()
+    if start.is_file():
+        start = start.parent
+    paths = _git_paths(start)
+    if paths is None:
+        # Not a git repo: still show what the files say (an archive copy, a fixture).
+        if (start / RUNTIME_DIR).is_dir() or (start / "memory").is_dir() or (start / "kernel.py").exists():
+            return Workspace(start, None, ())
+        raise WorkspaceError(f"{start}: not an episode workspace (no git repo, no {RUNTIME_DIR}/, no memory/)")
+    common, top = paths
+    campaign_root = common.parent if common.name == ".git" else top
+    worktrees = list_worktrees(campaign_root)
+    if top != campaign_root:
+        return Workspace(campaign_root, top, tuple(sorted(set(worktrees) | {top})))
+    worktree = _active_worktree(campaign_root)
+    if worktree is None and worktrees:
+        worktree = worktrees[-1]  # eNNNN-<hex> names sort by episode number
+    return Workspace(campaign_root, worktree, worktrees)

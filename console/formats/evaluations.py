@@ -1,0 +1,203 @@
+"""Evaluator results and ``.atrex_long_horizon/evaluations.jsonl`` (FORMATS §6).
+
+The evaluator prints one ``[test_kernel] RESULT_JSON={...}`` line; inside an episode every
+result is also appended to ``evaluations.jsonl``. Schema 2 records carry the sha256 of the
+``kernel.py`` they measured; schema 1 records do not, and are trusted only when they are not
+older than ``kernel.py`` itself.
+
+Standard library only (json, not orjson): the evaluator side runs on the GPU machine.
+Python's json also accepts the NaN tokens an evaluator writes for a NaN-producing kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from .fields import Fields, JsonRecord, loads_lenient
+from .problems import FormatError
+
+RESULT_PREFIX = "[test_kernel] RESULT_JSON="
+SCHEMA_VERSION = 2
+GATEWAY_KINDS = ("run", "dev")
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorResult(JsonRecord):
+    """One evaluator verdict (the RESULT_JSON object)."""
+
+    all_pass: bool
+    failures: tuple[str, ...] | None
+    latency_us_geomean: float | None
+    latency_us_arith_mean: float | None
+    latency_us_by_shape: Mapping[str, float | None] | None
+    speedup_vs_ref_geomean: float | None
+    max_abs_err: float | None
+    max_rel_err: float | None
+    evaluator: str | None
+    eval_id: str | None
+    performance_objective: str | None  # newer generation
+    performance_score: float | None  # newer generation
+    raw: dict
+
+    @property
+    def consistent(self) -> bool:
+        """``all_pass`` agrees with the failure list (a decision-grade record needs this)."""
+        return self.failures is not None and self.all_pass == (not self.failures)
+
+
+def parse_result_json(obj: Any, where: str | None = None) -> EvaluatorResult:
+    """Type-check a decoded RESULT_JSON object; ``all_pass`` is required, the rest may be
+    absent (``None``). Older evaluators name the geometric mean ``latency_us``."""
+    f = Fields(obj, where)
+    all_pass = f.boolean("all_pass")
+    if all_pass is None:
+        raise FormatError(f"{f.name('all_pass')} is missing")
+    geomean = f.number("latency_us_geomean")
+    if geomean is None:
+        geomean = f.number("latency_us")
+    return EvaluatorResult(
+        all_pass=all_pass,
+        failures=f.strings("failures"),
+        latency_us_geomean=geomean,
+        latency_us_arith_mean=f.number("latency_us_arith_mean"),
+        latency_us_by_shape=f.numbers_by_key("latency_us_by_shape"),
+        speedup_vs_ref_geomean=f.number("speedup_vs_ref_geomean"),
+        max_abs_err=f.number("max_abs_err"),
+        max_rel_err=f.number("max_rel_err"),
+        evaluator=f.string("evaluator"),
+        eval_id=f.ident("eval_id"),
+        performance_objective=f.string("performance_objective"),
+        performance_score=f.number("performance_score"),
+        raw=obj,
+    )
+
+
+def parse_result_line(line: str) -> EvaluatorResult:
+    """Parse one ``[test_kernel] RESULT_JSON=`` line; raise :class:`FormatError`."""
+    text = line.strip()
+    if not text.startswith(RESULT_PREFIX):
+        raise FormatError("not a RESULT_JSON line")
+    return parse_result_json(loads_lenient(text[len(RESULT_PREFIX):]))
+
+
+def find_result_line(text: str | bytes) -> EvaluatorResult | None:
+    """The last RESULT_JSON line of an evaluator's stdout.
+
+    ``None`` when there is none; :class:`FormatError` when the last one is malformed (the
+    sandbox reports that as "unparseable result", which is not the same as "no result").
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    for line in reversed(text.splitlines()):
+        if line.strip().startswith(RESULT_PREFIX):
+            return parse_result_line(line)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationRecord(JsonRecord):
+    """One line of ``evaluations.jsonl``."""
+
+    schema_version: int
+    timestamp: str | None
+    gateway_kind: str | None
+    job_id: str | None
+    kernel_sha256: str | None  # None for schema 1, which predates fingerprints
+    result: EvaluatorResult
+    raw: dict
+
+    @property
+    def measured_at(self) -> float | None:
+        """The record's timestamp as Unix seconds (``None`` when absent or unparseable)."""
+        return iso_seconds(self.timestamp)
+
+
+def parse_evaluation_line(line: bytes | str) -> EvaluationRecord:
+    """Decode one ``evaluations.jsonl`` line; raise :class:`FormatError` with a one-line reason.
+
+    ``schema_version`` is required; versions above 2 are read as schema 2 (fingerprinted).
+    """
+    return evaluation_from_obj(loads_lenient(line))
+
+
+def evaluation_from_obj(obj: Any) -> EvaluationRecord:
+    f = Fields(obj)
+    schema = f.integer("schema_version")
+    if schema is None:
+        raise FormatError("schema_version is missing")
+    if schema < 1:
+        raise FormatError(f"schema_version is {schema}, not 1 or 2")
+    if not f.has("result"):
+        raise FormatError("result is missing")
+    sha = f.text("kernel_sha256")
+    return EvaluationRecord(
+        schema_version=schema,
+        timestamp=f.string("timestamp"),
+        gateway_kind=f.string("gateway_kind"),
+        job_id=f.ident("job_id"),
+        kernel_sha256=sha if schema >= 2 else None,
+        result=parse_result_json(f.value("result"), "result"),
+        raw=obj,
+    )
+
+
+def evaluation_record(
+    result_obj: Any,
+    *,
+    kernel_sha256: str,
+    gateway_kind: str,
+    job_id: str | None,
+    timestamp: str | None = None,
+) -> dict:
+    """A schema-2 ``evaluations.jsonl`` record for a writer to append.
+
+    The result is validated first, so a writer never appends a line its own reader refuses.
+    """
+    result = result_obj.raw if isinstance(result_obj, EvaluatorResult) else result_obj
+    parse_result_json(result, "result")
+    if not isinstance(kernel_sha256, str) or not _SHA256.fullmatch(kernel_sha256):
+        raise FormatError("kernel_sha256 must be 64 lowercase hex digits")
+    if gateway_kind not in GATEWAY_KINDS:
+        raise FormatError(f"gateway_kind is {gateway_kind!r}, not one of {', '.join(GATEWAY_KINDS)}")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(),
+        "gateway_kind": gateway_kind,
+        "job_id": job_id,
+        "kernel_sha256": kernel_sha256,
+        "result": result,
+    }
+
+
+def is_trusted(record: EvaluationRecord, kernel_sha256: str | None, kernel_mtime: float | None) -> bool:
+    """Whether ``record`` measured the current ``kernel.py``.
+
+    Schema 2: its fingerprint equals ``kernel_sha256``. Schema 1 (no fingerprint): its
+    timestamp is not older than ``kernel_mtime`` (Unix seconds), i.e. the kernel has not
+    changed since; an unparseable timestamp is not trusted.
+    """
+    if record.schema_version >= 2:
+        return kernel_sha256 is not None and record.kernel_sha256 == kernel_sha256
+    measured = record.measured_at
+    return measured is not None and kernel_mtime is not None and measured >= kernel_mtime
+
+
+def iso_seconds(value: str | None) -> float | None:
+    """ISO-8601 text as Unix seconds; a timestamp without an offset is taken as UTC."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        return moment.timestamp()
+    except (OverflowError, ValueError, OSError):
+        return None

@@ -1,0 +1,133 @@
+"""Fast JSON in and out, and the two safe ways episcope writes files.
+
+Writers never half-write: whole documents go to a temporary file in the same directory and
+are renamed over the target; JSON Lines records are appended as one ``write`` of one whole
+line on an ``O_APPEND`` descriptor, which POSIX keeps intact between concurrent appenders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import orjson
+
+from .problems import FormatError, ReadResult, Unreadable, one_line
+
+T = TypeVar("T")
+
+JSONDecodeError = orjson.JSONDecodeError
+
+
+def loads(data: bytes | str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        # Python's json module writes NaN/Infinity (a kernel that produces NaNs gives
+        # ``max_abs_err: NaN``) and strict JSON refuses them; such a document gets a second
+        # chance with the standard library, anything else keeps orjson's error.
+        value = _loads_nonfinite(data)
+        if value is _NOT_DECODED:
+            raise exc
+        return value
+
+
+_NOT_DECODED = object()
+
+
+def _loads_nonfinite(data: bytes | str) -> Any:
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return _NOT_DECODED
+    if "NaN" not in text and "Infinity" not in text:
+        return _NOT_DECODED
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_DECODED
+
+
+def dumps(obj: Any, *, sort_keys: bool = True, indent: bool = False) -> bytes:
+    option = orjson.OPT_SERIALIZE_NUMPY
+    if sort_keys:
+        option |= orjson.OPT_SORT_KEYS
+    if indent:
+        option |= orjson.OPT_INDENT_2
+    return orjson.dumps(obj, option=option, default=_default)
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    to_json = getattr(obj, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
+    atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")
+
+
+def append_json_line(path: str | os.PathLike, obj: Any) -> None:
+    """Append ``obj`` as one sorted-key JSON line with a single ``write`` call."""
+    line = dumps(obj) + b"\n"
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+        if written != len(line):  # pragma: no cover - only on a full disk
+            raise OSError(f"short append to {target}: {written} of {len(line)} bytes")
+    finally:
+        os.close(fd)
+
+
+def read_json_document(
+    path: str | os.PathLike, parse: Callable[[Any], T]
+) -> ReadResult[T]:
+    """Read one JSON document and hand the decoded object to ``parse``.
+
+    ``parse`` raises :class:`FormatError` for a document that does not follow its format.
+    A missing file is not a problem (the artifact simply does not exist yet): the result is
+    empty with no problems.
+    """
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return ReadResult(None)
+    except OSError as exc:
+        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
+    try:
+        obj = loads(data)
+    except orjson.JSONDecodeError as exc:
+        return ReadResult(None, (Unreadable(name, None, f"invalid JSON: {one_line(exc)}"),))
+    try:
+        return ReadResult(parse(obj))
+    except FormatError as exc:
+        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))

@@ -1,0 +1,84 @@
+"""JSON writing with the standard library only, for code that runs where orjson is absent.
+
+The sandbox and ``tools/iteration_trace.py`` run on the GPU machine, which has no orjson.
+They write the same bytes :mod:`console.formats.jsonio` would for the objects episcope
+writes (sorted keys, no spaces, UTF-8), with the same two safe ways of writing: a whole
+document through a temporary file renamed over the target, and one whole line per
+``O_APPEND`` write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def dumps(obj: Any, *, indent: bool = False) -> bytes:
+    try:
+        return _dumps(obj, indent)
+    except ValueError:
+        # NaN and infinities are not JSON; like orjson, write them as null.
+        return _dumps(_finite(obj), indent)
+
+
+def _dumps(obj: Any, indent: bool) -> bytes:
+    if indent:
+        text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    else:
+        text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def append_line(path: str | os.PathLike, line: bytes) -> None:
+    """Append one whole line with a single ``write`` on an ``O_APPEND`` descriptor.
+
+    POSIX appends of one ``write`` land at the end of the file as a unit, so concurrent
+    writers never interleave inside a line.
+    """
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+        if written != len(line):  # pragma: no cover - only on a full disk
+            raise OSError(f"short append to {target}: {written} of {len(line)} bytes")
+    finally:
+        os.close(fd)
+
+
+def append_json_line(path: str | os.PathLike, obj: Any) -> None:
+    append_line(path, dumps(obj) + b"\n")
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(dumps(obj, indent=indent) + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,50 @@
+"""How a reader reports what it could not read, without losing what it could."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class FormatError(ValueError):
+    """A record or document that does not follow its format; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """One record (or whole document) a reader could not use.
+
+    ``offset`` is the byte offset of the record in ``path`` (``None`` for whole documents).
+    """
+
+    path: str
+    offset: int | None
+    error: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "offset": self.offset, "error": self.error}
+
+    def __str__(self) -> str:
+        where = self.path if self.offset is None else f"{self.path}@{self.offset}"
+        return f"{where}: {self.error}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult(Generic[T]):
+    """What a document reader returns: the value (or ``None``) plus every problem met."""
+
+    value: T | None
+    problems: tuple[Unreadable, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None and not self.problems
+
+
+def one_line(error: BaseException | str, limit: int = 300) -> str:
+    """Squash an exception into the one-line message every reader reports."""
+    text = str(error) if not isinstance(error, str) else error
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

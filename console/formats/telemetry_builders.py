@@ -1,0 +1,169 @@
+"""Building telemetry records (FORMATS §2), with the standard library only.
+
+``tools/iteration_trace.py`` and the sandbox write these records on the GPU machine, where
+orjson is not installed, so the builders live apart from the orjson-backed reader in
+:mod:`console.formats.telemetry` (which re-exports every name defined here).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from datetime import datetime, timezone
+from urllib.parse import urlsplit, urlunsplit
+
+from .plainjson import dumps
+from .problems import FormatError
+
+SCHEMA_VERSION = "atrex_iteration_event_v1"
+RECEIPT_SCHEMA = "atrex.iteration_trace.v1"
+RECEIPT_PREFIX = "ATREX_TRACE_EVENT="
+
+PHASES = ("profile", "research", "planning", "implementation", "correctness", "benchmark", "recording")
+SOURCE_KINDS = ("gpu_wiki", "reference_projects", "workspace", "public_web", "unknown")
+SANDBOX_CATEGORIES = ("profile", "correctness", "benchmark", "dev")
+EVENTS = frozenset(
+    {
+        "phase_started",
+        "phase_completed",
+        "source_read",
+        "sandbox_operation_started",
+        "sandbox_operation_completed",
+    }
+)
+MAX_REFERENCE_CHARS = 500
+
+ENV_TRACE = "ATREX_TELEMETRY_TRACE"
+ENV_CAMPAIGN = "ATREX_TELEMETRY_CAMPAIGN_ID"
+ENV_ITERATION = "ATREX_TELEMETRY_ITERATION_ID"
+ENV_ATTEMPT = "ATREX_TELEMETRY_ATTEMPT_ID"
+
+
+def utc_timestamp() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def common_fields(event: str, *, source: str, measurement: str, env: os._Environ | dict | None = None) -> dict:
+    env = os.environ if env is None else env
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "campaign_id": env.get(ENV_CAMPAIGN) or "campaign",
+        "iteration_id": env.get(ENV_ITERATION) or "unknown",
+        "attempt_id": env.get(ENV_ATTEMPT) or "attempt",
+        "event": event,
+        "timestamp": utc_timestamp(),
+        "monotonic_seconds": time.monotonic(),
+        "source": source,
+        "measurement": measurement,
+    }
+
+
+def phase_record(action: str, phase: str, env: dict | None = None) -> dict:
+    if phase not in PHASES:
+        raise FormatError(f"unknown phase {phase!r} (expected one of {', '.join(PHASES)})")
+    if action not in ("start", "end"):
+        raise FormatError(f"unknown phase action {action!r}")
+    event = "phase_started" if action == "start" else "phase_completed"
+    record = common_fields(event, source="agent_marker", measurement="explicit", env=env)
+    record.update(phase=phase, action=action, marker_id=uuid.uuid4().hex)
+    return record
+
+
+def phase_receipt(record: dict) -> str:
+    receipt = {
+        "action": record["action"],
+        "kind": "phase_marker",
+        "marker_id": record["marker_id"],
+        "phase": record["phase"],
+        "schema": RECEIPT_SCHEMA,
+    }
+    return RECEIPT_PREFIX + dumps(receipt).decode("utf-8")
+
+
+def safe_reference(source_kind: str, reference: str) -> str:
+    """Return the reference as it may be recorded, or raise :class:`FormatError`.
+
+    A reference names what was read without leaking anything: a relative path that cannot
+    climb out of the workspace, or (public_web only) an http(s) URL without credentials,
+    whose query and fragment are dropped because they often carry tokens.
+    """
+    if source_kind not in SOURCE_KINDS:
+        raise FormatError(f"unknown source kind {source_kind!r} (expected one of {', '.join(SOURCE_KINDS)})")
+    if not reference:
+        raise FormatError("empty reference")
+    if len(reference) > MAX_REFERENCE_CHARS:
+        raise FormatError(f"reference is {len(reference)} characters (at most {MAX_REFERENCE_CHARS})")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in reference):
+        raise FormatError("reference contains a control character")
+    if source_kind == "public_web":
+        return _safe_url(reference)
+    if reference.startswith(("/", "\\", "~")):
+        raise FormatError(f"reference {reference!r} is not a relative path")
+    if ".." in reference.replace("\\", "/").split("/"):
+        raise FormatError(f"reference {reference!r} climbs out with '..'")
+    return reference
+
+
+def _safe_url(reference: str) -> str:
+    try:
+        parts = urlsplit(reference)
+        port = parts.port  # raises on a malformed port
+    except ValueError as exc:
+        raise FormatError(f"reference is not a valid URL: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise FormatError("public_web reference must be an http(s) URL")
+    if parts.username is not None or parts.password is not None:
+        raise FormatError("public_web reference must not carry credentials")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path, "", ""))
+
+
+def source_read_record(source_kind: str, reference: str, env: dict | None = None) -> dict:
+    record = common_fields("source_read", source="agent_marker", measurement="explicit", env=env)
+    record.update(source_kind=source_kind, reference=safe_reference(source_kind, reference))
+    return record
+
+
+def sandbox_category(argv: list[str]) -> str:
+    names = [os.path.basename(a) for a in argv]
+    if any(n in ("profile_nvidia.sh", "profile_kernel.sh") for n in names):
+        return "profile"
+    if "test_kernel.py" in names:
+        return "correctness" if "--multi-seed" in argv or any(a.startswith("--multi-seed=") for a in argv) else "benchmark"
+    return "dev"
+
+
+def sandbox_started_record(operation_id: str, category: str, env: dict | None = None) -> dict:
+    record = common_fields("sandbox_operation_started", source="sandbox", measurement="exact", env=env)
+    record.update(operation_id=operation_id, category=category)
+    return record
+
+
+def sandbox_completed_record(
+    operation_id: str,
+    category: str,
+    duration_seconds: float,
+    *,
+    exit_status: int | None = None,
+    failure_type: str | None = None,
+    env: dict | None = None,
+) -> dict:
+    record = common_fields("sandbox_operation_completed", source="sandbox", measurement="exact", env=env)
+    ok = exit_status == 0 and failure_type is None
+    record.update(
+        operation_id=operation_id,
+        category=category,
+        duration_seconds=round(duration_seconds, 6),
+        status="succeeded" if ok else "failed",
+    )
+    if failure_type is not None:
+        record["failure_type"] = failure_type
+    else:
+        record["exit_status"] = exit_status
+    return record
+
+
+def new_operation_id() -> str:
+    return f"sandbox-{os.getpid()}-{time.monotonic_ns()}"

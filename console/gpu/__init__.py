@@ -1,0 +1,1 @@
+"""GPU sampling through NVML for the console's GPU pane."""

@@ -1,0 +1,116 @@
+"""Writing a job's live record and finding its files (``.atrex_long_horizon/sandbox/<id>/``).
+
+The record is rewritten whole (temporary file, then rename) at each change of state, so a
+console polling it never reads half a record. Any backend uses this writer, so local and
+remote jobs look the same to ``episcope jobs`` and the console.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from console.formats.job_record import JOB_SCHEMA, RECORD_NAME, JobRecord, job_dir, job_record_from_obj
+from console.formats.plainjson import atomic_write_json
+from console.formats.telemetry_builders import sandbox_category, utc_timestamp
+
+from .request import JobRequest
+
+STDOUT_LOG = "stdout.log"
+STDERR_LOG = "stderr.log"
+CANCEL_REQUEST = "cancel"  # its presence asks whoever runs the job to cancel it
+STAGE_DIR = "stage"
+
+
+def new_job_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+class JobRecordWriter:
+    """Owns one job's directory and record."""
+
+    def __init__(self, directory: Path, fields: dict) -> None:
+        self.directory = directory
+        self.fields = fields
+
+    @classmethod
+    def create(cls, request: JobRequest, *, launcher: str) -> "JobRecordWriter":
+        while True:
+            job_id = new_job_id()
+            directory = job_dir(request.workspace, job_id)
+            try:
+                directory.mkdir(parents=True)
+                break
+            except FileExistsError:
+                continue
+        fields = {
+            "schema": JOB_SCHEMA,
+            "job_id": job_id,
+            "state": "queued",
+            "argv": list(request.argv),
+            "kind": request.kind,
+            "backend": request.backend,
+            "workspace": request.workspace,
+            "created_at": utc_timestamp(),
+            "started_at": None,
+            "finished_at": None,
+            "exit_code": None,
+            "result_code": None,
+            "sync": list(request.sync),
+            "timeout": request.timeout,
+            "pid": None,
+            "pgid": None,
+            "sandbox_pid": os.getpid(),
+            "launcher": launcher,
+            "slot": None,
+            "operation_id": None,
+            "category": sandbox_category(list(request.argv)),
+            "message": None,
+            "synced": None,
+            "refused": None,
+        }
+        writer = cls(directory, fields)
+        writer.write()
+        return writer
+
+    @property
+    def job_id(self) -> str:
+        return self.fields["job_id"]
+
+    @property
+    def path(self) -> Path:
+        return self.directory / RECORD_NAME
+
+    @property
+    def stdout_log(self) -> Path:
+        return self.directory / STDOUT_LOG
+
+    @property
+    def stderr_log(self) -> Path:
+        return self.directory / STDERR_LOG
+
+    @property
+    def stage(self) -> Path:
+        return self.directory / STAGE_DIR
+
+    def cancel_requested(self) -> bool:
+        return (self.directory / CANCEL_REQUEST).exists()
+
+    def update(self, **changes) -> None:
+        unknown = set(changes) - set(self.fields)
+        if unknown:
+            raise KeyError(f"not job record fields: {sorted(unknown)}")
+        self.fields.update(changes)
+        self.write()
+
+    def write(self) -> None:
+        atomic_write_json(self.path, self.fields)
+
+    def record(self) -> JobRecord:
+        return job_record_from_obj(dict(self.fields))
+
+
+def request_cancel(directory: Path) -> None:
+    (directory / CANCEL_REQUEST).write_text(utc_timestamp() + "\n")

@@ -1,0 +1,129 @@
+"""What a finished job means: the evaluator's verdict, the profile summary, the exit status.
+
+Shared by every backend: they all see the command's stdout as a byte stream and the synced
+output files, and must answer with the same exit status (FORMATS §8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from console.formats.evaluations import RESULT_PREFIX, EvaluatorResult, evaluation_record, parse_result_line
+from console.formats.plainjson import append_json_line, dumps
+from console.formats.problems import FormatError
+
+PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
+GATEWAY_PROFILE = "gateway_profile.json"
+EVALUATIONS = Path(".atrex_long_horizon") / "evaluations.jsonl"
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_UNPARSEABLE = 2
+EXIT_NOT_STARTED = 75  # EX_TEMPFAIL: nothing ran, try again later
+
+_PREFIX = RESULT_PREFIX.encode()
+_MAX_LINE = 16 * 1024 * 1024
+
+
+class ResultScanner:
+    """Keeps the last ``RESULT_JSON`` line of a stdout stream fed to it in chunks."""
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self.last_line: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > _MAX_LINE:
+            self._partial = b""
+        for line in lines:
+            self._take(line)
+
+    def close(self) -> None:
+        if self._partial:
+            self._take(self._partial)
+            self._partial = b""
+
+    def _take(self, line: bytes) -> None:
+        if line.lstrip().startswith(_PREFIX):
+            self.last_line = line.decode("utf-8", errors="replace")
+
+    def result(self) -> EvaluatorResult | None:
+        """The verdict, ``None`` without a result line; :class:`FormatError` when malformed."""
+        self.close()
+        return None if self.last_line is None else parse_result_line(self.last_line)
+
+
+def file_sha256(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def append_evaluation(workspace: Path, result: EvaluatorResult, *, job_id: str, gateway_kind: str) -> dict | None:
+    """Append a schema-2 record for ``result``; ``None`` when there is no kernel.py to fingerprint."""
+    sha = file_sha256(workspace / "kernel.py")
+    if sha is None:
+        return None
+    record = evaluation_record(result, kernel_sha256=sha, gateway_kind=gateway_kind, job_id=job_id)
+    append_json_line(workspace / EVALUATIONS, record)
+    return record
+
+
+def gateway_profile(stage: Path, sync: tuple[str, ...]) -> tuple[dict | None, str | None]:
+    """The first ``<sync>/gateway_profile.json`` the job wrote, and any reason it is unusable."""
+    for rel in sync:
+        path = stage / rel / GATEWAY_PROFILE
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            profile = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            return None, f"{rel}/{GATEWAY_PROFILE} is not valid JSON: {exc}"
+        if not isinstance(profile, dict):
+            return None, f"{rel}/{GATEWAY_PROFILE} is not a JSON object"
+        return profile, None
+    return None, None
+
+
+def profile_line(profile: dict) -> bytes:
+    return PROFILE_PREFIX.encode() + dumps(profile) + b"\n"
+
+
+def exit_status(
+    kind: str,
+    state: str,
+    returncode: int | None,
+    *,
+    result: EvaluatorResult | None = None,
+    result_error: str | None = None,
+    profile_error: str | None = None,
+) -> int:
+    """The sandbox's exit status for a job that was started (FORMATS §8)."""
+    if state in ("timed_out", "cancelled") or returncode is None:
+        return EXIT_FAILED
+    if kind == "dev":
+        # A dev command's own status passes through; a signal death reads as a shell would.
+        return returncode if returncode >= 0 else 128 - returncode
+    if kind == "run":
+        if result_error is not None:
+            return EXIT_UNPARSEABLE
+        if result is None:
+            return EXIT_FAILED if returncode != 0 else EXIT_UNPARSEABLE
+        return EXIT_OK if result.all_pass and returncode == 0 else EXIT_FAILED
+    if profile_error is not None:
+        return EXIT_UNPARSEABLE
+    return EXIT_OK if returncode == 0 else EXIT_FAILED
+
+
+def describe_result_error(exc: FormatError) -> str:
+    return f"unparseable RESULT_JSON: {exc}"

@@ -1,0 +1,129 @@
+"""Mann-Whitney U and Wilcoxon signed-rank tests (exact when small and tie-free)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+EXACT_LIMIT = 2500  # largest m*n (or n(n+1)/2) for which the exact distribution is built
+
+
+@dataclass(frozen=True, slots=True)
+class RankTest:
+    method: str  # "mann_whitney_exact" | "mann_whitney_normal" | "wilcoxon_exact" | ...
+    statistic: float
+    p_value: float
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "statistic": self.statistic, "p_value": self.p_value}
+
+
+@lru_cache(maxsize=64)
+def mann_whitney_counts(m: int, n: int) -> tuple[int, ...]:
+    """Number of orderings of m x's and n y's with U = 0..m*n (no ties).
+
+    These are the coefficients of the Gaussian binomial [m+n choose m]_q, built as the
+    product over i of (1 - q^(n+i)) / (1 - q^i); every partial product is a polynomial.
+    """
+    size = m * n + 1
+    c = [0] * size
+    c[0] = 1
+    for i in range(1, m + 1):
+        a = n + i
+        for k in range(size - 1, a - 1, -1):
+            c[k] -= c[k - a]
+        for k in range(i, size):
+            c[k] += c[k - i]
+    return tuple(c)
+
+
+@lru_cache(maxsize=64)
+def signed_rank_counts(n: int) -> tuple[int, ...]:
+    """Number of sign patterns of ranks 1..n whose positive-rank sum is W = 0..n(n+1)/2."""
+    size = n * (n + 1) // 2 + 1
+    c = [0] * size
+    c[0] = 1
+    for i in range(1, n + 1):
+        for k in range(size - 1, i - 1, -1):
+            c[k] += c[k - i]
+    return tuple(c)
+
+
+def _cdf(counts: tuple[int, ...], k: int) -> float:
+    """P(S <= k) for the exact distribution given by ``counts``."""
+    if k < 0:
+        return 0.0
+    return sum(counts[: k + 1]) / sum(counts)
+
+
+def rank_average(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, ties given the average of the ranks they span."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(values.size, dtype=np.float64)
+    sorted_vals = values[order]
+    starts = np.flatnonzero(np.r_[True, sorted_vals[1:] != sorted_vals[:-1]])
+    ends = np.r_[starts[1:], values.size]
+    avg = (starts + ends + 1) / 2.0
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks
+
+
+def _tie_term(values: np.ndarray) -> float:
+    _, counts = np.unique(values, return_counts=True)
+    return float(((counts ** 3) - counts).sum())
+
+
+def _normal_two_sided(z: float) -> float:
+    return min(1.0, math.erfc(abs(z) / math.sqrt(2.0)))
+
+
+def mann_whitney(x, y) -> RankTest:
+    """Two-sided Mann-Whitney test of x vs y; statistic U = #(y_j > x_i) + ties/2."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    m, n = x.size, y.size
+    if m == 0 or n == 0:
+        raise ValueError("both samples need at least one value")
+    both = np.concatenate([x, y])
+    ranks = rank_average(both)
+    u = float(ranks[m:].sum() - n * (n + 1) / 2.0)
+    ties = _tie_term(both)
+    if ties == 0 and m * n <= EXACT_LIMIT:
+        counts = mann_whitney_counts(min(m, n), max(m, n))
+        k = int(round(u))
+        p = 2.0 * min(_cdf(counts, k), 1.0 - _cdf(counts, k - 1))
+        return RankTest("mann_whitney_exact", u, min(1.0, p))
+    mean = m * n / 2.0
+    var = m * n / 12.0 * ((m + n + 1) - ties / ((m + n) * (m + n - 1)))
+    if var <= 0:
+        return RankTest("mann_whitney_normal", u, 1.0)
+    z = (abs(u - mean) - 0.5) / math.sqrt(var)  # continuity correction
+    return RankTest("mann_whitney_normal", u, _normal_two_sided(max(z, 0.0)))
+
+
+def wilcoxon_signed_rank(differences) -> RankTest:
+    """Two-sided Wilcoxon signed-rank test that the paired differences centre on 0.
+
+    Zero differences are dropped (Wilcoxon's convention); statistic W+ = sum of the ranks
+    of the positive differences.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[d != 0]
+    n = d.size
+    if n == 0:
+        return RankTest("wilcoxon_exact", 0.0, 1.0)
+    ranks = rank_average(np.abs(d))
+    w = float(ranks[d > 0].sum())
+    ties = _tie_term(np.abs(d))
+    if ties == 0 and n * (n + 1) // 2 <= EXACT_LIMIT:
+        counts = signed_rank_counts(n)
+        k = int(round(w))
+        p = 2.0 * min(_cdf(counts, k), 1.0 - _cdf(counts, k - 1))
+        return RankTest("wilcoxon_exact", w, min(1.0, p))
+    mean = n * (n + 1) / 4.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - ties / 48.0
+    z = (abs(w - mean) - 0.5) / math.sqrt(var)
+    return RankTest("wilcoxon_normal", w, _normal_two_sided(max(z, 0.0)))

@@ -1,0 +1,5 @@
+"""Intra-kernel timelines (FORMATS §10, ATREXLT1 ABI 1.0): decode, export, receipts, overhead.
+
+Everything in this package runs on the GPU machine too, so it imports only the standard
+library and numpy (never ``console.formats.jsonio``, which needs orjson).
+"""

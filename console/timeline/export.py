@@ -1,0 +1,262 @@
+"""Trace export: gzipped Chrome JSON (FORMATS §10) and a native Perfetto protobuf trace.
+
+Both are deterministic: the same capture gives the same bytes (sorted events, sorted keys,
+gzip without a timestamp or file name). The protobuf is written by hand (varints and
+length-delimited fields) so the GPU machine needs no protobuf package; it puts ranges that
+partially overlap on one owner on separate child tracks ("lanes"), which the JSON format
+cannot express.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import numpy as np
+
+from . import abi
+from .decode import Capture
+
+TRACE_SCHEMA = "atrex-autonomous-timeline-trace/v1"
+JSON_TRACE_NAME = "trace.perfetto.json.gz"
+PROTO_TRACE_NAME = "trace.perfetto.pb"
+
+
+def _site_names(capture: Capture) -> dict[int, str]:
+    return {s.site_id: s.name for s in capture.dictionary.sites}
+
+
+def _owner_sm(capture: Capture) -> dict[int, int]:
+    ev = capture.events
+    owners, first = np.unique(ev["owner"], return_index=True)
+    return {int(o): int(ev["sm"][i]) for o, i in zip(owners, first)}
+
+
+def chrome_trace(capture: Capture) -> dict:
+    ev = capture.events
+    rg = capture.ranges
+    names = _site_names(capture)
+    t0 = int(ev["timestamp_ns"].min())
+    owner_sm = _owner_sm(capture)
+    meta: list[dict] = []
+    for sm in sorted(set(owner_sm.values())):
+        meta.append({"name": "process_name", "ph": "M", "pid": sm + 1, "args": {"name": f"SM {sm}"}})
+        meta.append({"name": "process_sort_index", "ph": "M", "pid": sm + 1, "args": {"sort_index": sm}})
+    for owner in sorted(owner_sm):
+        meta.append({"name": "thread_name", "ph": "M", "pid": owner_sm[owner] + 1, "tid": owner + 1,
+                     "args": {"name": capture.manifest.owner_name(owner)}})
+    rows: list[tuple] = []
+    for i in range(rg["owner"].size):
+        owner = int(rg["owner"][i])
+        begin, end = int(rg["begin_ns"][i]), int(rg["end_ns"][i])
+        site = int(rg["site"][i])
+        rows.append((begin, owner, 0, site, i, {
+            "name": names[site], "cat": "range", "ph": "X", "pid": owner_sm[owner] + 1, "tid": owner + 1,
+            "ts": (begin - t0) / 1000, "dur": (end - begin) / 1000,
+            "args": {"begin_ns": begin, "end_ns": end, "duration_ns": end - begin, "site_id": site,
+                     "payload_begin": int(rg["begin_payload"][i]), "payload_end": int(rg["end_payload"][i]),
+                     "depth": int(rg["depth"][i])},
+        }))
+    point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT)
+    for i in point:
+        owner = int(ev["owner"][i])
+        ts = int(ev["timestamp_ns"][i])
+        site = int(ev["site"][i])
+        payload = int(ev["payload"][i])
+        if ev["kind"][i] == abi.KIND_INSTANT:
+            body = {"name": names[site], "cat": "instant", "ph": "i", "s": "t", "pid": owner_sm[owner] + 1,
+                    "tid": owner + 1, "ts": (ts - t0) / 1000,
+                    "args": {"ts_ns": ts, "payload": payload, "site_id": site, "flags": int(ev["flags"][i])}}
+        else:
+            body = {"name": names[site], "cat": "counter", "ph": "C", "pid": owner_sm[owner] + 1,
+                    "tid": owner + 1, "id": capture.manifest.owner_name(owner), "ts": (ts - t0) / 1000,
+                    "args": {"value": payload}}
+        rows.append((ts, owner, 1, site, int(i), body))
+    rows.sort(key=lambda r: r[:5])
+    return {
+        "schema": TRACE_SCHEMA,
+        "displayTimeUnit": "ns",
+        "traceEvents": meta + [r[5] for r in rows],
+        "otherData": {"clock": "%globaltimer", "origin_ns": t0, "launch_id": capture.header.launch_id,
+                      "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
+                      "grid": list(capture.header.grid), "block": list(capture.header.block)},
+    }
+
+
+def chrome_trace_bytes(capture: Capture) -> bytes:
+    text = json.dumps(chrome_trace(capture), sort_keys=True, separators=(",", ":"))
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz:
+        gz.write(text.encode())
+    return out.getvalue()
+
+
+# --- protobuf wire format -------------------------------------------------------------
+
+def varint(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64  # int64 fields carry negatives as ten-byte two's complement
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def f_varint(field: int, value: int) -> bytes:
+    return varint(field << 3) + varint(value)
+
+
+def f_bytes(field: int, data: bytes) -> bytes:
+    return varint((field << 3) | 2) + varint(len(data)) + data
+
+
+def f_string(field: int, text: str) -> bytes:
+    return f_bytes(field, text.encode())
+
+
+# Field numbers of Perfetto's trace protos used here.
+TRACE_PACKET = 1
+PKT_TIMESTAMP, PKT_SEQ_ID, PKT_TRACK_EVENT, PKT_SEQ_FLAGS, PKT_TRACK_DESCRIPTOR = 8, 10, 11, 13, 60
+TD_UUID, TD_NAME, TD_PROCESS, TD_THREAD, TD_PARENT, TD_COUNTER = 1, 2, 3, 4, 5, 8
+PD_PID, PD_NAME = 1, 6
+THD_PID, THD_TID, THD_NAME = 1, 2, 5
+TE_ANNOTATIONS, TE_TYPE, TE_TRACK, TE_NAME, TE_COUNTER_VALUE = 4, 9, 11, 23, 30
+DA_UINT, DA_NAME = 3, 10
+SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+SEQ_ID = 1
+SEQ_INCREMENTAL_STATE_CLEARED = 1
+
+
+def process_uuid(sm: int) -> int:
+    return (1 << 56) | sm
+
+
+def lane_uuid(owner: int, lane: int) -> int:
+    return (2 << 56) | (owner << 12) | lane
+
+
+def counter_uuid(owner: int, site: int) -> int:
+    return (3 << 56) | (owner << 16) | site
+
+
+def _packet(body: bytes) -> bytes:
+    return f_bytes(TRACE_PACKET, body)
+
+
+def _annotation(name: str, value: int) -> bytes:
+    return f_bytes(TE_ANNOTATIONS, f_string(DA_NAME, name) + f_varint(DA_UINT, value))
+
+
+def assign_lanes(begins: list[int], ends: list[int]) -> list[int]:
+    """Lane per range of one owner so that ranges on one lane nest or are disjoint.
+
+    Ranges are visited by (begin, longest first); each goes on the first lane whose open
+    ranges, after closing those that ended, would contain it.
+    """
+    order = sorted(range(len(begins)), key=lambda i: (begins[i], -ends[i], i))
+    stacks: list[list[int]] = []
+    lanes = [0] * len(begins)
+    for i in order:
+        b, e = begins[i], ends[i]
+        for lane, stack in enumerate(stacks):
+            while stack and stack[-1] <= b and not (stack[-1] == b and e == b):
+                stack.pop()
+            if not stack or stack[-1] >= e:
+                stack.append(e)
+                lanes[i] = lane
+                break
+        else:
+            stacks.append([e])
+            lanes[i] = len(stacks) - 1
+    return lanes
+
+
+def perfetto_trace_bytes(capture: Capture) -> bytes:
+    ev = capture.events
+    rg = capture.ranges
+    names = _site_names(capture)
+    owner_sm = _owner_sm(capture)
+    descriptors: list[bytes] = []
+    for sm in sorted(set(owner_sm.values())):
+        proc = f_varint(PD_PID, sm + 1) + f_string(PD_NAME, f"SM {sm}")
+        descriptors.append(f_varint(TD_UUID, process_uuid(sm)) + f_bytes(TD_PROCESS, proc))
+    # (timestamp, track order, per-track sequence, packet body)
+    events: list[tuple[int, int, int, bytes]] = []
+    range_owner = rg["owner"]
+    by_owner: dict[int, list[int]] = {}
+    for i, o in enumerate(range_owner.tolist()):
+        by_owner.setdefault(o, []).append(i)
+    point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT).tolist()
+    point_by_owner: dict[int, list[int]] = {}
+    for i in point:
+        point_by_owner.setdefault(int(ev["owner"][i]), []).append(i)
+    begin_ns = rg["begin_ns"].tolist()
+    end_ns = rg["end_ns"].tolist()
+    sites = rg["site"].tolist()
+    pay = rg["begin_payload"].tolist()
+    track_order = 0
+    for owner in sorted(owner_sm):
+        name = capture.manifest.owner_name(owner)
+        thread = (f_varint(THD_PID, owner_sm[owner] + 1) + f_varint(THD_TID, owner + 1)
+                  + f_string(THD_NAME, name))
+        descriptors.append(f_varint(TD_UUID, lane_uuid(owner, 0)) + f_bytes(TD_THREAD, thread))
+        idx = by_owner.get(owner, [])
+        lanes = assign_lanes([begin_ns[i] for i in idx], [end_ns[i] for i in idx])
+        for lane in range(1, max(lanes, default=0) + 1):
+            descriptors.append(f_varint(TD_UUID, lane_uuid(owner, lane))
+                               + f_varint(TD_PARENT, lane_uuid(owner, 0))
+                               + f_string(TD_NAME, f"{name} lane {lane}"))
+        for lane in range(max(lanes, default=-1) + 1):
+            track_order += 1
+            uuid = lane_uuid(owner, lane)
+            mine = sorted((i for i, ln in zip(idx, lanes) if ln == lane),
+                          key=lambda i: (begin_ns[i], -end_ns[i], i))
+            stack: list[int] = []
+            emitted: list[tuple[int, bytes]] = []
+            end_body = f_varint(TE_TYPE, SLICE_END) + f_varint(TE_TRACK, uuid)
+            for i in mine:
+                # close what ended by this begin (a zero-length range stays open for its twin)
+                while stack and end_ns[stack[-1]] <= begin_ns[i] and not (
+                        end_ns[stack[-1]] == begin_ns[i] == end_ns[i]):
+                    emitted.append((end_ns[stack.pop()], end_body))
+                emitted.append((begin_ns[i], f_varint(TE_TYPE, SLICE_BEGIN) + f_varint(TE_TRACK, uuid)
+                                + f_string(TE_NAME, names[sites[i]])
+                                + _annotation("payload", pay[i]) + _annotation("site_id", sites[i])))
+                stack.append(i)
+            while stack:
+                emitted.append((end_ns[stack.pop()], end_body))
+            events.extend((ts, track_order, seq, body) for seq, (ts, body) in enumerate(emitted))
+        counter_sites = set()
+        for i in point_by_owner.get(owner, []):
+            site = int(ev["site"][i])
+            ts = int(ev["timestamp_ns"][i])
+            if ev["kind"][i] == abi.KIND_INSTANT:
+                body = (f_varint(TE_TYPE, INSTANT) + f_varint(TE_TRACK, lane_uuid(owner, 0))
+                        + f_string(TE_NAME, names[site]) + _annotation("payload", int(ev["payload"][i])))
+            else:
+                counter_sites.add(site)
+                body = (f_varint(TE_TYPE, COUNTER) + f_varint(TE_TRACK, counter_uuid(owner, site))
+                        + f_varint(TE_COUNTER_VALUE, int(ev["payload"][i])))
+            events.append((ts, track_order + 1, int(i), body))
+        track_order += 1
+        for site in sorted(counter_sites):
+            descriptors.append(f_varint(TD_UUID, counter_uuid(owner, site))
+                               + f_varint(TD_PARENT, lane_uuid(owner, 0))
+                               + f_string(TD_NAME, names[site]) + f_bytes(TD_COUNTER, b""))
+    events.sort(key=lambda r: r[:3])
+    out = bytearray()
+    first = True
+    for desc in descriptors:
+        flags = f_varint(PKT_SEQ_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED) if first else b""
+        first = False
+        out += _packet(f_varint(PKT_SEQ_ID, SEQ_ID) + flags + f_bytes(PKT_TRACK_DESCRIPTOR, desc))
+    for ts, _, _, body in events:
+        out += _packet(f_varint(PKT_TIMESTAMP, ts) + f_varint(PKT_SEQ_ID, SEQ_ID)
+                       + f_bytes(PKT_TRACK_EVENT, body))
+    return bytes(out)

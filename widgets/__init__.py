@@ -1,0 +1,1 @@
+"""Reusable Textual widgets of the episcope console (one widget per module)."""

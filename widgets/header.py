@@ -1,0 +1,87 @@
+"""The episode header: campaign, episode, mode, supervisor phase, branch, HEAD vs candidate,
+the incumbent figure and the job slots in use."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from console.episode.guards import MAX_SANDBOX_JOBS
+from console.episode.state import EpisodeState
+
+from .common import NA, dig, fmt, get, number, short_sha
+
+
+def running_jobs(state: EpisodeState) -> int:
+    return sum(1 for job in state.jobs if get(job, "state") in ("queued", "running"))
+
+
+def incumbent_figure(state: EpisodeState) -> str:
+    """The latest point of the incumbent curve: latency in µs, or a score."""
+    if not state.incumbent_curve:
+        return NA
+    point = state.incumbent_curve[-1]
+    version, value = (point[0], point[1]) if isinstance(point, (tuple, list)) and len(point) >= 2 else (None, None)
+    if number(value) is None:
+        return NA
+    objective = dig(state.versions[-1], "performance", "performance_objective") if state.versions else None
+    unit = "" if objective else " µs"
+    return f"v{version} {value:.3f}{unit}" if version is not None else f"{value:.3f}{unit}"
+
+
+class EpisodeHeader(Static):
+    DEFAULT_CSS = """
+    EpisodeHeader {
+        height: auto;
+        padding: 0 1;
+        background: $boost;
+    }
+    """
+
+    def __init__(self, *, mode_label: str = "LIVE", id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.mode_label = mode_label
+        self._key: tuple | None = None
+
+    def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
+        active = state.active_episode
+        episode = get(active, "episode") or get(state.live_memory, "episode") or get(state.journal, "episode")
+        git = state.git
+        candidate = get(git, "candidate_commit") or get(state.handoff, "candidate_commit") or get(state.journal, "candidate_commit")
+        slots = max(running_jobs(state), launched)
+        key = (
+            state.campaign,
+            episode,
+            get(active, "mode"),
+            get(active, "phase"),
+            get(git, "branch") or get(active, "episode_branch"),
+            get(git, "head"),
+            candidate,
+            incumbent_figure(state),
+            slots,
+            state.active_phase.phase if state.active_phase else None,
+            extra,
+            len(state.alerts),
+        )
+        if key == self._key:
+            return
+        self._key = key
+        grid = Table.grid(padding=(0, 2), expand=True)
+        for _ in range(4):
+            grid.add_column(ratio=1)
+        slot_style = "bold red" if slots >= MAX_SANDBOX_JOBS else "bold"
+        grid.add_row(
+            Text.assemble((f" {self.mode_label} ", "reverse bold"), " ", (key[0] or state.campaign_root or NA, "bold")),
+            Text.assemble("episode ", (fmt(episode), "bold"), "  mode ", (fmt(key[2]), "bold")),
+            Text.assemble("supervisor ", (fmt(key[3]), "bold"), "  phase ", (fmt(key[9]), "bold")),
+            Text.assemble("jobs ", (f"{slots}/{MAX_SANDBOX_JOBS}", slot_style), "  alerts ", (str(key[11]), "bold red" if key[11] else "bold")),
+        )
+        head_vs = "=" if key[5] and candidate and key[5] == candidate else "≠" if key[5] and candidate else " "
+        grid.add_row(
+            Text.assemble("branch ", (fmt(key[4]), "cyan")),
+            Text.assemble("HEAD ", (short_sha(key[5]), "cyan"), f" {head_vs} cand ", (short_sha(candidate), "cyan")),
+            Text.assemble("incumbent ", (key[7], "bold green")),
+            Text(extra, style="yellow"),
+        )
+        self.update(grid)

@@ -1,0 +1,223 @@
+"""The phase timeline: a Gantt of agent phases per iteration/attempt.
+
+Each iteration/attempt is one lane scaled to its own extent (episodes run for hours, and
+one shared axis would shrink every attempt to a dot). The running phase grows with the
+clock the app hands in (wall time live, the virtual clock in replay). Partial spans are
+hatched, source reads and sandbox jobs are ticks on the line under the lane.
+
+Spans and reads arrive on append-only sequences, so the lanes are folded incrementally:
+a new state costs only its new items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widget import Widget
+
+from console.episode.state import EpisodeState, PhaseSpan
+
+from .common import NA, seconds
+from .pane import Pane
+
+PHASE_STYLES = {
+    "profile": "magenta",
+    "research": "blue",
+    "planning": "cyan",
+    "implementation": "green",
+    "correctness": "yellow",
+    "benchmark": "red",
+    "recording": "white",
+}
+LABEL_WIDTH = 24
+
+
+@dataclass(slots=True)
+class Lane:
+    spans: list = field(default_factory=list)  # (start, end|None, phase, partial)
+    reads: list = field(default_factory=list)  # wall times
+    first: float | None = None
+    last: float | None = None
+
+    def widen(self, *moments: float | None) -> None:
+        for moment in moments:
+            if moment is None:
+                continue
+            if self.first is None or moment < self.first:
+                self.first = moment
+            if self.last is None or moment > self.last:
+                self.last = moment
+
+
+def _span_times(span: PhaseSpan) -> tuple[float | None, float | None]:
+    start = span.start_at if span.start_at is not None else span.end_at
+    return start, span.end_at
+
+
+class PhaseTimeline(Widget, can_focus=True):
+    DEFAULT_CSS = """
+    PhaseTimeline {
+        height: 1fr;
+        min-height: 6;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.now: float | None = None
+        self.state: EpisodeState | None = None
+        self._lanes: dict[tuple[str, str], Lane] = {}
+        self._spans_seen = 0
+        self._reads_seen = 0
+        self._first_span = None
+        self._first_read = None
+
+    def show_state(self, state: EpisodeState, now: float | None) -> None:
+        self._fold(state)
+        self.state = state
+        self.now = now
+        self.refresh()
+
+    def tick(self, now: float | None) -> None:
+        """Let the running phase grow without a new state."""
+        self.now = now
+        if self.state is not None and self.state.open_spans:
+            self.refresh()
+
+    def _fold(self, state: EpisodeState) -> None:
+        spans, reads = state.phase_spans, state.source_reads
+        restart = (
+            len(spans) < self._spans_seen
+            or len(reads) < self._reads_seen
+            or (self._spans_seen and spans[0] is not self._first_span)
+            or (self._reads_seen and reads[0] is not self._first_read)
+        )
+        if restart:
+            self._lanes.clear()
+            self._spans_seen = self._reads_seen = 0
+        for index in range(self._spans_seen, len(spans)):
+            span = spans[index]
+            lane = self._lanes.setdefault((span.iteration_id, span.attempt_id), Lane())
+            start, end = _span_times(span)
+            if start is None:
+                continue
+            lane.spans.append((start, end if end is not None else start, span.phase, span.measurement != "explicit"))
+            lane.widen(start, end)
+        for index in range(self._reads_seen, len(reads)):
+            read = reads[index]
+            lane = self._lanes.setdefault((read.iteration_id, read.attempt_id), Lane())
+            if read.at is not None:
+                lane.reads.append(read.at)
+                lane.widen(read.at)
+        self._spans_seen, self._reads_seen = len(spans), len(reads)
+        self._first_span = spans[0] if len(spans) else None
+        self._first_read = reads[0] if len(reads) else None
+
+    def lane_keys(self) -> list[tuple[str, str]]:
+        keys = set(self._lanes)
+        if self.state is not None:
+            keys.update((s.iteration_id, s.attempt_id) for s in self.state.open_spans)
+        return sorted(keys)
+
+    def render(self) -> Text:
+        state = self.state
+        if state is None:
+            return Text("waiting for telemetry…", style="dim")
+        width = max(20, self.size.width - LABEL_WIDTH - 10)
+        text = Text(no_wrap=True, overflow="crop")
+        legend = Text("  ".join(f"■ {p}" for p in PHASE_STYLES), style="dim")
+        for phase, style in PHASE_STYLES.items():
+            legend.highlight_words([f"■ {phase}"], style=style)
+        text.append_text(legend)
+        text.append("   ▒ partial  · read  ▲ job\n", style="dim")
+        open_by_lane = {(s.iteration_id, s.attempt_id): s for s in state.open_spans}
+        ops_by_lane: dict[tuple[str, str], list] = {}
+        for op in state.sandbox_operations:
+            if op.started_at is not None:
+                ops_by_lane.setdefault((op.iteration_id, op.attempt_id), []).append(op)
+        keys = self.lane_keys()
+        room = max(1, (self.size.height - 3) // 2)
+        if len(keys) > room:
+            text.append(f"… {len(keys) - room} earlier lane(s)\n", style="dim")
+            keys = keys[-room:]
+        if not keys:
+            text.append("no phase markers yet\n", style="dim")
+        for key in keys:
+            self._render_lane(text, key, width, open_by_lane.get(key), ops_by_lane.get(key, ()))
+        text.append_text(self._totals_line(state))
+        return text
+
+    def _render_lane(self, text: Text, key, width: int, running: PhaseSpan | None, ops) -> None:
+        lane = self._lanes.get(key) or Lane()
+        first, last = lane.first, lane.last
+        now = self.now
+        spans = list(lane.spans)
+        if running is not None and running.start_at is not None:
+            end = max(now, running.start_at) if now is not None else running.start_at
+            spans.append((running.start_at, end, running.phase, False))
+            first = running.start_at if first is None else min(first, running.start_at)
+            last = end if last is None else max(last, end)
+        for op in ops:
+            end = op.started_at + op.duration_seconds if op.duration_seconds is not None else op.started_at
+            first = op.started_at if first is None else min(first, op.started_at)
+            last = end if last is None else max(last, end)
+        label = f"{key[0]}/{key[1]}"[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
+        if first is None or last is None:
+            text.append(label + NA + "\n")
+            return
+        extent = max(last - first, 1e-9)
+        bar = [(" ", "")] * width
+
+        def column(moment: float) -> int:
+            return min(width - 1, max(0, int((moment - first) / extent * (width - 1))))
+
+        for start, end, phase, partial in spans:
+            style = PHASE_STYLES.get(phase, "white")
+            a, b = column(start), column(end)
+            glyph = "▒" if partial else "█"
+            for i in range(a, max(a, b) + 1):
+                bar[i] = (glyph, style)
+        if running is not None and running.start_at is not None:
+            bar[column(spans[-1][1])] = ("▶", "bold " + PHASE_STYLES.get(running.phase, "white"))
+        ticks = [(" ", "")] * width
+        for moment in lane.reads:
+            ticks[column(moment)] = ("·", "bright_white")
+        for op in ops:
+            style = {"succeeded": "green", "failed": "red"}.get(op.status, "yellow")
+            ticks[column(op.started_at)] = ("▲", style)
+        text.append(label, style="bold" if running is not None else "")
+        for glyph, style in bar:
+            text.append(glyph, style=style)
+        text.append(f" {seconds(extent)}\n", style="dim")
+        text.append(" " * LABEL_WIDTH)
+        for glyph, style in ticks:
+            text.append(glyph, style=style)
+        running_label = f" {running.phase}" if running is not None else ""
+        text.append(running_label + "\n", style="bold")
+
+    def _totals_line(self, state: EpisodeState) -> Text:
+        parts = Text("totals ", style="dim")
+        for phase, total in state.phase_totals.items():
+            style = PHASE_STYLES.get(phase, "white")
+            mark = "" if total.measurement == "explicit" else "~"
+            parts.append(f"{phase} {mark}{seconds(total.wall_seconds)} ×{total.intervals}  ", style=style)
+        parts.append(f"orchestration {seconds(state.orchestration_seconds)}", style="dim")
+        return parts
+
+
+class PhaseTimelinePane(Pane):
+    title = "Phases"
+
+    def compose(self):
+        yield PhaseTimeline()
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
+        super().show_state(state)
+        self.query_one(PhaseTimeline).show_state(state, now)
+
+    def tick(self, now: float | None) -> None:
+        self.query_one(PhaseTimeline).tick(now)
+
+    def focus_pane(self) -> None:
+        self.query_one(PhaseTimeline).focus()
