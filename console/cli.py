@@ -90,4 +90,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Under `python -m console.cli` this module is __main__; the verbs raise the
+    # CommandError of console.cli, so run that module's main.
+    from console.cli import main as _main
+
+    sys.exit(_main())

@@ -110,7 +110,11 @@ def load_contract(workspace: str | Path) -> Contract:
         definition = _read_json(workspace / "definition.json")
         if not isinstance(definition, dict):
             raise ProblemError("definition.json: not an object")
-        cases = _definition_cases(workspace)
+        order = list(definition.get("axes") or {}) if isinstance(definition.get("axes"), dict) else []
+        cases = tuple(
+            Case(c.index, c.shape_id, {**{k: c.axes[k] for k in order if k in c.axes}, **c.axes})
+            for c in _definition_cases(workspace)
+        )
         layout = "definition"
     elif (workspace / "agent_problem.json").is_file():
         problem = _read_json(workspace / "agent_problem.json")

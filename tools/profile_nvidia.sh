@@ -102,8 +102,11 @@ fi
 
 export_page() {  # export_page REPORT OUT.csv ARGS...
   local rep=$1 out=$2; shift 2
-  "$NCU" --import "$rep" --csv --print-units base --print-kernel-base function "$@" >"$out.tmp" 2>"$out.err" \
-    && mv "$out.tmp" "$out" && rm -f "$out.err"
+  if "$NCU" --import "$rep" --csv --print-units base --print-kernel-base function "$@" >"$out.tmp" 2>"$out.err"; then
+    mv "$out.tmp" "$out" && rm -f "$out.err"
+  else
+    rm -f "$out.tmp"; return 1
+  fi
 }
 export_page "$outdir/ncu.ncu-rep" "$outdir/analysis/ncu_raw.csv" --page raw || die "ncu --import --page raw failed"
 export_page "$outdir/ncu.ncu-rep" "$outdir/analysis/ncu_details.csv" --page details \

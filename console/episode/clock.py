@@ -16,13 +16,13 @@ _minute_cache: dict[str, float] = {}
 def iso_to_epoch(text: object) -> float | None:
     if type(text) is not str or len(text) < 19:
         return None
-    minute = text[:16]
-    base = _minute_cache.get(minute)
-    rest = text[17:]
-    if base is not None and (rest.endswith("+00:00") or rest.endswith("Z")):
-        seconds = rest[:-6] if rest.endswith("+00:00") else rest[:-1]
+    base = _minute_cache.get(text[:16])
+    if base is not None:
         try:
-            return base + float(seconds)
+            if text[-6:] == "+00:00":
+                return base + float(text[17:-6])
+            if text[-1] == "Z":
+                return base + float(text[17:-1])
         except ValueError:
             return None
     try:
@@ -32,10 +32,10 @@ def iso_to_epoch(text: object) -> float | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
     value = parsed.timestamp()
-    if text[16] == ":" and (rest.endswith("+00:00") or rest.endswith("Z")):
+    if text[16] == ":" and (text.endswith("+00:00") or text.endswith("Z")):
         if len(_minute_cache) > 4096:
             _minute_cache.clear()
-        _minute_cache[minute] = value - parsed.second - parsed.microsecond / 1e6
+        _minute_cache[text[:16]] = value - parsed.second - parsed.microsecond / 1e6
     return value
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib
 import os
+
+import msgspec
 import re
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from console.formats.problems import FormatError, Unreadable, one_line
-from console.formats.telemetry import parse_telemetry_line
+from console.formats.telemetry import decode_telemetry_lines, parse_telemetry_line, record_epoch
 
 from . import events as ev
 from .clock import iso_to_epoch
@@ -49,11 +51,16 @@ DOCUMENT_READERS = {
     ev.JOB: ("console.formats.job_record", "read_job_record"),
 }
 LINE_PARSERS = {
-    ev.TELEMETRY: ("console.formats.telemetry", "parse_telemetry_line"),
+    ev.TELEMETRY: ("console.formats.telemetry", "parse_telemetry_line"),  # hot path: _telemetry_events
     ev.EVALUATION: ("console.formats.evaluations", "parse_evaluation_line"),
     ev.MEASURE_RUN: ("console.formats.timeline", "parse_measure_run_line"),
 }
 GIT_TRIGGERS = frozenset({"kernel.py"})
+# Kinds only the campaign root holds: a worktree is a checkout of the base commit, so its
+# memory/ is a copy of what the campaign already says (and editing it is a guard alert).
+CAMPAIGN_KINDS = frozenset(
+    {ev.STATE, ev.ACTIVE_EPISODE, ev.ATTEMPT, ev.TELEMETRY_SUMMARY, ev.MEMORY_VERSION, ev.LIVE_MEMORY}
+)
 
 
 def _resolve(spec: tuple[str, str]):
@@ -135,17 +142,58 @@ class Ingest:
                     elif entry.is_file(follow_symlinks=False):
                         rel = os.path.relpath(entry.path, root_str).replace(os.sep, "/")
                         kind = classify(rel)
-                        if kind is not None:
+                        if kind is not None and (root == self.workspace.campaign_root or kind not in CAMPAIGN_KINDS):
                             yield kind, entry.path
 
     # -- reading -------------------------------------------------------------------------
 
     def scan(self) -> Iterator[Event]:
         """Every event the workspace holds now (a generator: a huge file streams)."""
+        for batch in self.scan_batches():
+            yield from batch
+
+    def scan_into(self, reducer) -> None:
+        """The cold scan folded straight into ``reducer`` (what ``status`` needs).
+
+        Telemetry blocks that decode cleanly go to ``Reducer.fold_telemetry`` without
+        per-line offsets or Event objects; everything else goes through events as usual.
+        """
         found = sorted(self._walk(), key=lambda item: (item[0] in LINE_PARSERS, item[1]))
         for kind, path in found:
-            yield from self._read(kind, path)
-        yield from self._git_events(force=True)
+            if kind != ev.TELEMETRY:
+                for batch in (self.read_lines_batched(kind, path) if kind in LINE_PARSERS else [self._read(kind, path)]):
+                    reducer.feed(batch)
+                continue
+            for base, block, records in self._telemetry_blocks(path):
+                if records is not None:
+                    reducer.fold_telemetry(path, records)
+                else:
+                    out: list[Event] = []
+                    _telemetry_events_slow(base, block.split(b"\n"), path, out)
+                    reducer.feed(out)
+        reducer.feed(self._git_events(force=True))
+
+    def _telemetry_blocks(self, path: str):
+        known = self._tailers.get(path)
+        if known is None:
+            known = self._tailers[path] = (ev.TELEMETRY, Tailer(path))
+        tailer = known[1]
+        for base, block in tailer.batches():
+            try:
+                records = decode_telemetry_lines(block)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                records = None
+            yield base, block, records
+
+    def scan_batches(self) -> Iterator[list[Event]]:
+        """The cold scan in batches of at most one read chunk of a line file."""
+        found = sorted(self._walk(), key=lambda item: (item[0] in LINE_PARSERS, item[1]))
+        for kind, path in found:
+            if kind in LINE_PARSERS:
+                yield from self.read_lines_batched(kind, path)
+            else:
+                yield self._read(kind, path)
+        yield self._git_events(force=True)
 
     def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
         """Events for what changed: the given paths, or (None) a full re-check."""
@@ -192,7 +240,10 @@ class Ingest:
             parts = rel.split(os.sep)
             if any(p in SKIP_DIRS for p in parts[:-1]):
                 return None
-            return classify("/".join(parts))
+            kind = classify("/".join(parts))
+            if kind in CAMPAIGN_KINDS and Path(root) != self.workspace.campaign_root:
+                continue
+            return kind
         return None
 
     def _read(self, kind: str | None, path: str) -> list[Event]:
@@ -210,26 +261,16 @@ class Ingest:
         if known is None:
             known = self._tailers[path] = (kind, Tailer(path))
         tailer = known[1]
-        parse = parse_telemetry_line if kind == ev.TELEMETRY else _resolve(LINE_PARSERS[kind])
         first = True
         for batch in tailer.batches():
-            out = []
+            out: list[Event] = []
             if first and tailer.reset:
                 out.append(Event(ev.REMOVED, path, None, time.time(), kind))
             first = False
-            append = out.append
-            telemetry = kind == ev.TELEMETRY
-            for offset, line in batch:
-                try:
-                    record = parse(line)
-                except FormatError as exc:
-                    append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, one_line(exc))))
-                    continue
-                except Exception as exc:  # a parser bug must not hide the record's position
-                    append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, f"parser error: {one_line(exc)}")))
-                    continue
-                at = iso_to_epoch(record.timestamp) if telemetry else _record_time(record)
-                append(Event(kind, path, offset, at, record))
+            if kind == ev.TELEMETRY:
+                _telemetry_events(batch, path, out)
+            else:
+                _record_events(kind, batch, path, out)
             yield out
         if first and tailer.reset:
             yield [Event(ev.REMOVED, path, None, time.time(), kind)]
@@ -317,6 +358,73 @@ def _git_head_stamp(root: Path) -> tuple | None:
         return (_stamp(str(gitdir / "HEAD")), _stamp(str(gitdir / "index")))
     except OSError:
         return None
+
+
+def _telemetry_events(batch, path: str, out: list) -> None:
+    """The hot loop of a cold ingest: a block of telemetry lines -> events.
+
+    The whole block is decoded by msgspec in one call; a block holding a bad line falls
+    back to line by line, so the bad one is reported with its offset and every good one
+    is kept.
+    """
+    base, block = batch
+    lines = block.split(b"\n")
+    try:
+        records = decode_telemetry_lines(block)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        records = None
+    if records is None or len(records) != sum(1 for line in lines if line.strip()):
+        _telemetry_events_slow(base, lines, path, out)
+        return
+    append = out.append
+    make = Event
+    kind = ev.TELEMETRY
+    pos = base
+    it = iter(records)
+    for line in lines:
+        offset = pos
+        pos += len(line) + 1
+        if line:
+            record = next(it)
+            ts = record.timestamp
+            at = ts.timestamp() if ts is not None and ts.tzinfo is not None else record_epoch(ts)
+            append(make(kind, path, offset, at, record))
+
+
+def _telemetry_events_slow(base: int, lines: list, path: str, out: list) -> None:
+    pos = base
+    for line in lines:
+        offset = pos
+        pos += len(line) + 1
+        if not line:
+            continue
+        try:
+            record = parse_telemetry_line(line)
+        except FormatError as exc:
+            out.append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, one_line(exc))))
+            continue
+        out.append(Event(ev.TELEMETRY, path, offset, record.epoch, record))
+
+
+def _record_events(kind: str, batch, path: str, out: list) -> None:
+    parse = _resolve(LINE_PARSERS[kind])
+    append = out.append
+    base, block = batch
+    pos = base
+    for line in block.split(b"\n"):
+        offset = pos
+        pos += len(line) + 1
+        if not line:
+            continue
+        try:
+            record = parse(line)
+        except FormatError as exc:
+            append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, one_line(exc))))
+            continue
+        except Exception as exc:  # a parser bug must not hide the record's position
+            append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, f"parser error: {one_line(exc)}")))
+            continue
+        append(Event(kind, path, offset, _record_time(record), record))
 
 
 def _record_time(record) -> float | None:

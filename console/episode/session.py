@@ -42,28 +42,26 @@ class Session:
     def state(self) -> EpisodeState:
         return self.reducer.snapshot()
 
-    def _feed(self, events) -> int:
-        count = 0
-        apply = self.reducer.apply
-        hook = self.on_event
-        for event in events:
-            apply(event)
-            if hook is not None:
-                hook(event)
-            count += 1
-        return count
+    def _feed(self, events) -> None:
+        if self.on_event is not None:
+            events = list(events)
+            for event in events:
+                self.on_event(event)
+        self.reducer.feed(events)
 
     def scan(self) -> EpisodeState:
-        self._feed(self.ingest.scan())
+        if self.on_event is None:
+            self.ingest.scan_into(self.reducer)
+        else:
+            for batch in self.ingest.scan_batches():
+                self._feed(batch)
         return self.state
 
     def scan_events(self):
         """The cold scan as events, folded on the way through."""
-        for event in self.ingest.scan():
-            self.reducer.apply(event)
-            if self.on_event is not None:
-                self.on_event(event)
-            yield event
+        for batch in self.ingest.scan_batches():
+            self._feed(batch)
+            yield from batch
 
     def refresh(self, changed=None) -> list[Event]:
         events = self.ingest.refresh(changed)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 EMPTY: Mapping = MappingProxyType({})  # shared: read-only, so one instance serves all
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseSpan:
-    """One phase interval of one iteration/attempt (FORMATS §2)."""
+class PhaseSpan(NamedTuple):
+    """One phase interval of one iteration/attempt (FORMATS §2).
+
+    Spans, source reads and sandbox operations are NamedTuples: a long campaign folds
+    hundreds of thousands of them and tuples are the cheapest immutable records.
+    """
 
     iteration_id: str
     attempt_id: str
@@ -43,8 +46,7 @@ class PhaseTotal:
     measurement: str  # "explicit" when every interval is, else "partial"
 
 
-@dataclass(frozen=True, slots=True)
-class SourceRead:
+class SourceRead(NamedTuple):
     iteration_id: str
     attempt_id: str
     source_kind: str | None
@@ -53,8 +55,7 @@ class SourceRead:
     monotonic: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxOperation:
+class SandboxOperation(NamedTuple):
     operation_id: str
     category: str | None
     iteration_id: str

@@ -25,14 +25,23 @@ class Tailer:
         self.reset: str | None = None  # set by the last read: "truncated" | "replaced"
 
     def read_new(self) -> list[tuple[int, bytes]]:
-        """Every complete new line as (offset, bytes); see ``batches`` for big files."""
-        lines: list[tuple[int, bytes]] = []
-        for batch in self.batches():
-            lines.extend(batch)
-        return lines
+        """Every complete new non-empty line as (offset, bytes)."""
+        out: list[tuple[int, bytes]] = []
+        for base, block in self.batches():
+            pos = base
+            for line in block.split(b"\n"):
+                if line:
+                    out.append((pos, line))
+                pos += len(line) + 1
+        return out
 
-    def batches(self) -> Iterator[list[tuple[int, bytes]]]:
-        """Complete new lines, one list per chunk read. Sets ``self.reset`` first."""
+    def batches(self) -> Iterator[tuple[int, bytes]]:
+        """(offset of the block, block of complete lines) per chunk read.
+
+        A block ends just before its last newline. The hot path decodes a whole block at
+        once and walks its lines only to find offsets. Sets ``self.reset`` before the
+        first batch.
+        """
         self.reset = None
         try:
             fd = os.open(self.path, os.O_RDONLY)
@@ -66,20 +75,8 @@ class Tailer:
                     carry = data  # a line longer than one chunk: keep reading
                     continue
                 carry = data[cut + 1 :]
-                lines = _split(data, cut, self.offset)
+                base = self.offset
                 self.offset += cut + 1
-                if lines:
-                    yield lines
+                yield base, data[:cut]
         finally:
             os.close(fd)
-
-
-def _split(data: bytes, cut: int, base: int) -> list[tuple[int, bytes]]:
-    lines = []
-    append = lines.append
-    pos = base
-    for line in data[:cut].split(b"\n"):
-        if line:
-            append((pos, line))
-        pos += len(line) + 1
-    return lines

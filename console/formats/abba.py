@@ -107,6 +107,20 @@ class AbbaVerdict(JsonRecord):
     def passed(self) -> bool:
         return self.gate == "PASS" and self.error is None
 
+    def to_json(self) -> dict:
+        """The verdict's fields (it may be computed, not read), as :func:`parse_verdict` reads them."""
+        return {
+            "gate": self.gate,
+            "candidate_latency_us": self.candidate_latency_us,
+            "incumbent_latency_us": self.incumbent_latency_us,
+            "improvement_pct": self.improvement_pct,
+            "runs": None if self.runs is None else [run.to_json() for run in self.runs],
+            "error": self.error,
+            "artifact": self.artifact,
+            "candidate_performance_score": self.candidate_performance_score,
+            "incumbent_performance_score": self.incumbent_performance_score,
+        }
+
 
 # -- parsing ---------------------------------------------------------------------------
 

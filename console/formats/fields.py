@@ -9,7 +9,6 @@ Standard library only: parsers built on this run on the GPU machine too.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -214,29 +213,18 @@ class Fields:
         return tuple(out)
 
 
-def as_json(value: Any) -> Any:
-    """Plain JSON data for a parsed record: nested records, tuples and read-only maps
-    are converted; ``raw`` is left out (it is the document itself, available as ``.raw``)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            field.name: as_json(getattr(value, field.name))
-            for field in dataclasses.fields(value)
-            if field.name != "raw"
-        }
-    if isinstance(value, (list, tuple)):
-        return [as_json(item) for item in value]
-    if isinstance(value, Mapping):
-        return {str(key): as_json(item) for key, item in value.items()}
-    return value
-
-
 class JsonRecord:
-    """Base of every parsed record: ``to_json()`` gives its parsed fields as plain JSON."""
+    """Base of every parsed record.
+
+    ``to_json()`` gives the document as it was read, so that parsing it again yields the
+    same record (replay re-parses recorded events); records a reader derives add to it or
+    override it.
+    """
 
     __slots__ = ()
 
     def to_json(self) -> dict:
-        return as_json(self)
+        return dict(self.raw)
 
 
 def loads_lenient(data: bytes | str) -> Any:

@@ -64,6 +64,11 @@ class Journal(JsonRecord):
     candidate_commit: str | None
     raw: dict
 
+    def to_json(self) -> dict:
+        if self.experiments is None:
+            return dict(self.raw)
+        return {**self.raw, "experiments": [experiment.to_json() for experiment in self.experiments]}
+
 
 def parse_journal(obj: Any, note: Callable[[str], None] | None = None) -> Journal:
     """A journal; a non-object experiment raises, or with ``note`` is skipped and noted."""

@@ -69,6 +69,12 @@ class MemoryVersion(JsonRecord):
     long_horizon_verification: str | None  # abba | single_evaluator
     raw: dict
 
+    def to_json(self) -> dict:
+        document = dict(self.raw)
+        if document.get("version") is None and self.version is not None:
+            document["version"] = f"v{self.version}"  # taken from the file name
+        return document
+
     @property
     def accepted(self) -> bool:
         """A PASS record: the quality gate passed (older records without a gate: the

@@ -141,6 +141,11 @@ class SupervisorState(JsonRecord):
     usage_receipts: Mapping[str, Any] | None  # newer generation
     raw: dict
 
+    def to_json(self) -> dict:
+        if self.attempts is None:
+            return dict(self.raw)
+        return {**self.raw, "attempts": [attempt.to_json() for attempt in self.attempts]}
+
 
 def parse_state(obj: Any, note: Callable[[str], None] | None = None) -> SupervisorState:
     """``state.json``. A malformed attempt raises, or with ``note`` is skipped and noted."""

@@ -1,15 +1,17 @@
 """Telemetry records: ``.atrex_long_horizon/telemetry.jsonl`` (FORMATS §2).
 
-This is the hottest reader in episcope (a long campaign holds millions of lines), so a
-record is a NamedTuple built positionally and the decoded dict is kept as ``raw`` for the
-rarely used extra fields instead of copying every key.
+This is the hottest reader in episcope (a long campaign holds millions of lines). Records
+are msgspec Structs decoded straight from JSON: msgspec checks every field's type in C and
+builds no intermediate dict, which is both faster and several times smaller in memory than
+``orjson.loads`` followed by validation. Unknown extra keys are ignored.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from datetime import datetime, timezone
+from typing import Any, Literal, Optional
 
-import orjson
+import msgspec
 
 from .problems import FormatError
 from .telemetry_builders import (  # noqa: F401 - re-exported: the writers' public names
@@ -38,57 +40,84 @@ from .telemetry_builders import (  # noqa: F401 - re-exported: the writers' publ
 )
 
 
-class TelemetryRecord(NamedTuple):
-    event: str
-    iteration_id: str
-    attempt_id: str
-    monotonic_seconds: float | None
-    timestamp: str | None
-    campaign_id: str | None
-    source: str | None
-    measurement: str | None
-    raw: dict
+EventName = Literal[
+    "phase_started",
+    "phase_completed",
+    "source_read",
+    "sandbox_operation_started",
+    "sandbox_operation_completed",
+]
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.raw.get(key, default)
+
+class TelemetryRecord(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """One FORMATS §2 record; absent fields are None (never 0)."""
+
+    event: EventName
+    schema_version: Optional[str] = None
+    campaign_id: Optional[str] = None
+    iteration_id: str = "unknown"
+    attempt_id: str = "attempt"
+    timestamp: Optional[datetime] = None  # decoded in C; naive times are taken as UTC
+    monotonic_seconds: Optional[float] = None
+    source: Optional[str] = None
+    measurement: Optional[str] = None
+    phase: Optional[str] = None
+    action: Optional[str] = None
+    marker_id: Optional[str] = None
+    source_kind: Optional[str] = None
+    reference: Optional[str] = None
+    operation_id: Optional[str] = None
+    category: Optional[str] = None
+    duration_seconds: Optional[float] = None
+    status: Optional[str] = None
+    exit_status: Optional[int] = None
+    failure_type: Optional[str] = None
+
+    def to_json(self) -> dict:
+        return msgspec.to_builtins(self)
 
     @property
-    def phase(self) -> str | None:
-        return self.raw.get("phase")
+    def epoch(self) -> float | None:
+        """``timestamp`` as seconds since the epoch (None when the record has none)."""
+        return record_epoch(self.timestamp)
 
-    @property
-    def operation_id(self) -> str | None:
-        return self.raw.get("operation_id")
+
+def record_epoch(ts: datetime | None) -> float | None:
+    if ts is None:
+        return None
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.timestamp()
+
+
+_decoder = msgspec.json.Decoder(TelemetryRecord)
 
 
 def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
     """Decode one telemetry line; raise :class:`FormatError` with a one-line reason."""
     try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
+        return _decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        raise FormatError(f"invalid telemetry record: {exc}") from None
+    except msgspec.DecodeError as exc:
         raise FormatError(f"invalid JSON: {exc}") from None
-    return telemetry_from_obj(obj)
+    except UnicodeDecodeError as exc:  # msgspec raises this for bad UTF-8 inside a string
+        raise FormatError(f"invalid UTF-8: {exc}") from None
+
+
+def decode_telemetry_lines(data: bytes) -> list[TelemetryRecord]:
+    """Decode a block of whole lines at once; raises on the first bad line (see ingest)."""
+    try:
+        return _decoder.decode_lines(data)
+    except UnicodeDecodeError as exc:  # keep the DecodeError contract callers catch
+        raise msgspec.DecodeError(f"invalid UTF-8: {exc}") from None
 
 
 def telemetry_from_obj(obj: Any) -> TelemetryRecord:
+    """Check an already decoded object (for callers that hold dicts, e.g. tests)."""
     if type(obj) is not dict:
         raise FormatError(f"expected a JSON object, got {type(obj).__name__}")
-    event = obj.get("event")
-    if event not in EVENTS:
-        raise FormatError(f"unknown telemetry event {event!r}")
-    mono = obj.get("monotonic_seconds")
-    if mono is not None and (type(mono) is not float and type(mono) is not int or type(mono) is bool):
-        raise FormatError(f"monotonic_seconds is {type(mono).__name__}, not a number")
-    iteration = obj.get("iteration_id")
-    attempt = obj.get("attempt_id")
-    return TelemetryRecord(
-        event,
-        iteration if type(iteration) is str else "unknown",
-        attempt if type(attempt) is str else "attempt",
-        mono,
-        obj.get("timestamp"),
-        obj.get("campaign_id"),
-        obj.get("source"),
-        obj.get("measurement"),
-        obj,
-    )
+    try:
+        return msgspec.convert(obj, TelemetryRecord)
+    except msgspec.ValidationError as exc:
+        raise FormatError(f"invalid telemetry record: {exc}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Callable
 
 from console.formats.evaluations import RESULT_PREFIX, EvaluatorResult, evaluation_record, parse_result_line
 from console.formats.plainjson import append_json_line, dumps
@@ -56,6 +57,20 @@ class ResultScanner:
         """The verdict, ``None`` without a result line; :class:`FormatError` when malformed."""
         self.close()
         return None if self.last_line is None else parse_result_line(self.last_line)
+
+
+class ScannerSink:
+    """An output sink that also scans stdout for the verdict, then hands output on."""
+
+    def __init__(self, on_output: Callable[[str, bytes], None] | None) -> None:
+        self.scanner = ResultScanner()
+        self._on_output = on_output
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        if stream == "stdout":
+            self.scanner.feed(data)
+        if self._on_output is not None:
+            self._on_output(stream, data)
 
 
 def file_sha256(path: Path) -> str | None:

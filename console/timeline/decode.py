@@ -143,13 +143,22 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     cap = header.capacity
     words = np.frombuffer(raw, dtype="<u4", count=cap * 4, offset=abi.HEADER_BYTES).reshape(cap, 4)
     claims = np.frombuffer(raw, dtype="<u8", count=owners, offset=abi.HEADER_BYTES + cap * abi.RECORD_BYTES)
-    tag_all = words[:, 3]
-    committed = (tag_all >> 31).astype(bool).reshape(owners, rpo)
-    per_owner = committed.sum(axis=1)
-
-    if int(per_owner.sum()) == cap:
-        slots = None  # every slot committed: no gather, no holes
+    tag_all = np.ascontiguousarray(words[:, 3])
+    full = cap > 0 and int(tag_all.min()) >= abi.COMMITTED
+    if full:
+        # every slot committed: no holes, no gather, owner boundaries every rpo records
+        per_owner = np.full(owners, rpo, dtype=np.int64)
+        slots = None
+        tag = tag_all
+        ts = np.frombuffer(raw, dtype="<u8", count=cap * 2, offset=abi.HEADER_BYTES)[0::2]
+        payload = words[:, 2]
+        owner = np.repeat(np.arange(owners, dtype=np.int32), rpo)
+        seq = np.tile(np.arange(rpo, dtype=np.int32), owners)
+        same = np.ones(max(cap - 1, 0), dtype=bool)
+        same[rpo - 1::rpo] = False
     else:
+        committed = (tag_all >= abi.COMMITTED).reshape(owners, rpo)
+        per_owner = committed.sum(axis=1)
         first_empty = np.where(per_owner == rpo, rpo, np.argmin(committed, axis=1))
         holed = np.flatnonzero(per_owner > first_empty)
         if holed.size:
@@ -159,25 +168,16 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
             _record_problem(problems, "hole", "committed record after an empty slot",
                             holed * rpo + np.argmax(after, axis=1))
         slots = np.flatnonzero(committed.reshape(-1))
-
-    if slots is None:
-        tag = np.ascontiguousarray(tag_all)
-        ts = np.frombuffer(raw, dtype="<u8", count=cap * 2, offset=abi.HEADER_BYTES)[0::2]
-        payload = words[:, 2]
-        owner = np.repeat(np.arange(owners, dtype=np.int64), rpo)
-        seq = np.tile(np.arange(rpo, dtype=np.int64), owners)
-        slot_of = None
-    else:
         sel = words[slots]
-        tag = sel[:, 3]
+        tag = np.ascontiguousarray(sel[:, 3])
         ts = sel[:, 0].astype(np.uint64) | (sel[:, 1].astype(np.uint64) << np.uint64(32))
         payload = sel[:, 2]
-        owner = slots // rpo
-        seq = slots - owner * rpo
-        slot_of = slots
+        owner = (slots // rpo).astype(np.int32)
+        seq = (slots - owner.astype(np.int64) * rpo).astype(np.int32)
+        same = owner[1:] == owner[:-1]
 
-    def at(mask_positions: np.ndarray) -> np.ndarray:
-        return mask_positions if slot_of is None else slot_of[mask_positions]
+    def at(positions: np.ndarray) -> np.ndarray:
+        return positions if slots is None else slots[positions]
 
     # Claims: each claimed owner must carry its own CTA and writer thread.
     writers = manifest.writers
@@ -195,30 +195,37 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     if unclaimed.size:
         _record_problem(problems, "unclaimed", "records of an owner that never claimed", unclaimed * rpo)
 
-    site = (tag & abi.SITE_MASK).astype(np.int64)
-    kind = ((tag >> abi.KIND_SHIFT) & 3).astype(np.int8)
-    sm = ((tag >> abi.SM_SHIFT) & abi.SM_MASK).astype(np.int16)
+    halves = tag.view(np.uint16).reshape(-1, 2)
+    site = halves[:, 0]
+    high = halves[:, 1]
+    kind = high & 3
+    sm = (high >> 2) & abi.SM_MASK
+    # detect with one lookup of the 18-bit (kind, site) key; locate only when something is wrong
+    valid = np.zeros(4 << 16, dtype=bool)
     table = np.full(abi.SITE_MASK + 1, -1, dtype=np.int8)
     for s in dictionary.sites:
         table[s.site_id] = SITE_KIND_CODES[s.kind]
-    declared = table[site]
-    unknown = declared < 0
-    if unknown.any():
-        _record_problem(problems, "unknown_site", "site id not in the event dictionary", at(np.flatnonzero(unknown)))
+        valid[np.arange(4) * (1 << 16) + s.site_id] = ALLOWED[SITE_KIND_CODES[s.kind]]
+    if not valid[tag & 0x3FFFF].all():
+        declared = table[site]
+        unknown = declared < 0
+        if unknown.any():
+            _record_problem(problems, "unknown_site", "site id not in the event dictionary",
+                            at(np.flatnonzero(unknown)))
         wrong = ~unknown & ~ALLOWED[np.maximum(declared, 0), kind]
-    else:
-        wrong = ~ALLOWED[declared, kind]
-    if wrong.any():
-        _record_problem(problems, "wrong_kind", "record kind contradicts its site's declared kind",
-                        at(np.flatnonzero(wrong)))
+        if wrong.any():
+            _record_problem(problems, "wrong_kind", "record kind contradicts its site's declared kind",
+                            at(np.flatnonzero(wrong)))
 
-    zero = np.flatnonzero(ts == 0)
-    _record_problem(problems, "zero_timestamp", "zero timestamp", at(zero))
-    same = owner[1:] == owner[:-1]
-    back = np.flatnonzero(same & (ts[1:] < ts[:-1])) + 1
-    _record_problem(problems, "decreasing_timestamp", "timestamp decreases within an owner", at(back))
-    moved = np.flatnonzero(same & (sm[1:] != sm[:-1])) + 1
-    _record_problem(problems, "sm_change", "owner changes SM", at(moved))
+    if ts.size and int(ts.min()) == 0:
+        _record_problem(problems, "zero_timestamp", "zero timestamp", at(np.flatnonzero(ts == 0)))
+    back = same & (ts[1:] < ts[:-1])
+    if back.any():
+        _record_problem(problems, "decreasing_timestamp", "timestamp decreases within an owner",
+                        at(np.flatnonzero(back) + 1))
+    moved = same & (sm[1:] != sm[:-1])
+    if moved.any():
+        _record_problem(problems, "sm_change", "owner changes SM", at(np.flatnonzero(moved) + 1))
 
     ranges = _pair_ranges(owner, site, kind, ts, payload, problems, at)
     if ts.size == 0:
@@ -226,14 +233,14 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     if problems:
         raise CaptureRejected(problems)
     events = {
-        "owner": owner.astype(np.int64, copy=False),
-        "sequence": seq.astype(np.int64, copy=False),
-        "timestamp_ns": ts.astype(np.uint64, copy=False),
+        "owner": owner,
+        "sequence": seq,
+        "timestamp_ns": ts,
         "site": site,
         "kind": kind,
         "sm": sm,
-        "flags": ((tag >> abi.FLAGS_SHIFT) & abi.FLAGS_MASK).astype(np.int8),
-        "payload": payload.astype(np.uint32, copy=False),
+        "flags": (high >> 12) & abi.FLAGS_MASK,
+        "payload": payload,
     }
     return Capture(header, manifest, dictionary, events, ranges, committed_records=int(ts.size))
 
@@ -241,8 +248,24 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
 def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.ndarray]:
     """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins."""
     is_range = kind <= abi.KIND_END
-    ridx = np.arange(kind.size) if is_range.all() else np.flatnonzero(is_range)
-    key = owner[ridx] * (abi.SITE_MASK + 1) + site[ridx]
+    every = bool(is_range.all())
+    ridx = np.arange(kind.size) if every else np.flatnonzero(is_range)
+    if ridx.size and ridx.size % 2 == 0:
+        # Common case: each begin is immediately followed (among range events) by its end,
+        # same owner and site. Then every group is B E B E ..., pairing is positional.
+        kb, ke = (kind[0::2], kind[1::2]) if every else (kind[ridx[0::2]], kind[ridx[1::2]])
+        if (kb == abi.KIND_BEGIN).all() and (ke == abi.KIND_END).all():
+            bi, ei = ridx[0::2], ridx[1::2]
+            if every:
+                ok = (site[0::2] == site[1::2]).all() and (owner[0::2] == owner[1::2]).all()
+            else:
+                ok = (site[bi] == site[ei]).all() and (owner[bi] == owner[ei]).all()
+            if ok:
+                depth = np.zeros(bi.size, np.int64)
+                if every:  # strided views instead of gathers
+                    return _ranges(owner, site, ts, payload, bi, ei, depth, slice(0, None, 2), slice(1, None, 2))
+                return _ranges(owner, site, ts, payload, bi, ei, depth)
+    key = owner[ridx].astype(np.int64) * (abi.SITE_MASK + 1) + site[ridx]
     if key.size > 1 and not (key[1:] >= key[:-1]).all():
         order = np.argsort(key, kind="stable")
         ridx = ridx[order]
@@ -254,10 +277,8 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
     group = np.cumsum(np.r_[True, key[1:] != key[:-1]]) - 1 if key.size else np.zeros(0, np.int64)
     depth = csum - (csum - delta)[starts][group] if key.size else csum
     # depth after each event inside its (owner, site) group
-    empty = {name: np.zeros(0, dt) for name, dt in (
-        ("owner", np.int64), ("site", np.int64), ("begin_ns", np.uint64), ("end_ns", np.uint64),
-        ("begin_payload", np.uint32), ("end_payload", np.uint32), ("depth", np.int64),
-        ("begin_event", np.int64), ("end_event", np.int64))}
+    none = np.zeros(0, np.int64)
+    empty = _ranges(owner, site, ts, payload, none, none, none)
     if key.size == 0:
         return empty
     low = np.minimum.reduceat(np.minimum(depth, 0), starts)
@@ -289,16 +310,20 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
         order = np.lexsort((np.arange(key.size), level, group))
         b = order[0::2]
         e = order[1::2]
-    bi = ridx[b]
-    ei = ridx[e]
+    return _ranges(owner, site, ts, payload, ridx[b], ridx[e], level[b] - 1)
+
+
+def _ranges(owner, site, ts, payload, bi, ei, depth, take_b=None, take_e=None) -> dict[str, np.ndarray]:
+    tb = bi if take_b is None else take_b
+    te = ei if take_e is None else take_e
     return {
-        "owner": owner[bi].astype(np.int64, copy=False),
-        "site": site[bi],
-        "begin_ns": ts[bi].astype(np.uint64, copy=False),
-        "end_ns": ts[ei].astype(np.uint64, copy=False),
-        "begin_payload": payload[bi].astype(np.uint32, copy=False),
-        "end_payload": payload[ei].astype(np.uint32, copy=False),
-        "depth": level[b] - 1,
+        "owner": owner[tb],
+        "site": site[tb],
+        "begin_ns": ts[tb],
+        "end_ns": ts[te],
+        "begin_payload": payload[tb],
+        "end_payload": payload[te],
+        "depth": depth,
         "begin_event": bi,
         "end_event": ei,
     }

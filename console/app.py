@@ -1,0 +1,471 @@
+"""The operator console: one Textual app for live watching and for replay.
+
+The app never parses files. Live, a worker thread follows the workspace through
+``Session.follow`` and leaves the newest state in one slot; a 10 Hz timer draws the slot
+if it changed, so a flood of events costs at most ten redraws a second and each pane
+touches only the cells that changed. In replay, the same panes draw the states of a
+``Replay`` on a virtual clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.containers import Container
+from textual.widgets import DataTable, Footer, Input
+
+from console.actions import ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, ActionRefused, JobLauncher, cancel
+from console.episode.state import EpisodeState
+from widgets.abba_stats import AbbaStats
+from widgets.alerts import AlertsPane
+from widgets.common import get
+from widgets.gpu_pane import GpuPane
+from widgets.header import EpisodeHeader, running_jobs
+from widgets.jobs_pane import JobsPane
+from widgets.pane import Pane
+from widgets.phase_timeline import PhaseTimelinePane
+from widgets.profile_funnel import ProfileFunnel
+from widgets.replay_bar import ReplayBar
+from widgets.unreadable_list import UnreadableList
+from widgets.versions import VersionsPane
+
+DRAW_SECONDS = 0.1  # at most ten redraws a second, however fast events arrive
+TICK_SECONDS = 1.0  # the running phase grows this often without new events
+REPLAY_SECONDS = 0.1
+REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
+
+
+class EpiscopeCommands(Provider):
+    """Command palette entries built from what makes sense on the current state."""
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self.app.palette_commands():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self.app.palette_commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)
+
+
+class EpiscopeApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "episcope"
+    COMMANDS = App.COMMANDS | {EpiscopeCommands}
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS = [
+        Binding("q", "quit", "quit", id="app.quit"),
+        Binding("question_mark,f1", "help", "help", id="app.help"),
+        Binding("escape", "back", "back", show=False, id="app.back"),
+        Binding("slash", "filter", "filter", id="app.filter"),
+        Binding("t", "open_timeline", "timeline", show=False, id="app.timeline"),
+        *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, id=f"app.pane{n}") for n in range(1, 9)],
+        *[Binding(a.key, f"launch('{a.name}')", a.title.split(": ")[-1], id=f"job.{a.name}") for a in ACTIONS],
+        Binding("x", "cancel_job", "cancel", id="job.cancel"),
+        Binding("space", "toggle_play", "play/pause", id="replay.play"),
+        Binding("plus", "speed(1)", "faster", id="replay.faster"),
+        Binding("minus", "speed(-1)", "slower", id="replay.slower"),
+        Binding("full_stop", "step(1)", "next event", id="replay.next"),
+        Binding("comma", "step(-1)", "prev event", show=False, id="replay.prev"),
+        Binding("greater_than_sign", "jump('phase', 1)", "next phase", show=False, id="replay.next_phase"),
+        Binding("less_than_sign", "jump('phase', -1)", "prev phase", show=False, id="replay.prev_phase"),
+        Binding("v", "jump('version', 1)", "next version", show=False, id="replay.next_version"),
+        Binding("V", "jump('version', -1)", "prev version", show=False, id="replay.prev_version"),
+        Binding("home", "seek_end(0)", "start", show=False, id="replay.start"),
+        Binding("end", "seek_end(1)", "end", show=False, id="replay.end"),
+    ]
+
+    def __init__(self, *, session=None, replay=None, state: EpisodeState | None = None, readonly: bool = False,
+                 launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
+                 clock=time.time) -> None:
+        super().__init__()
+        self.session = session
+        self.replay = replay
+        self.mode = "replay" if replay is not None else "live"
+        self.readonly = readonly
+        self.launcher = launcher
+        self.gpu_sampler = gpu_sampler
+        self.sample_gpu = sample_gpu
+        self.recorder = recorder
+        self.clock = clock
+        self.episode_state: EpisodeState = state or (replay.state() if replay is not None else EpisodeState())
+        self._pending: EpisodeState | None = self.episode_state
+        self._shown: EpisodeState | None = None
+        self._stop = threading.Event()
+        self._filter_target: Pane | None = None
+        self._replay_last = time.monotonic()
+        self.draws = 0  # how many states were drawn (the load benchmark reads it)
+
+    # -- layout ----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        label = "REPLAY" if self.mode == "replay" else "READ-ONLY" if self.readonly else "LIVE"
+        yield EpisodeHeader(mode_label=label, id="header")
+        with Container(id="panes"):
+            yield PhaseTimelinePane(number=1, id="phases")
+            yield AbbaStats(number=3, id="abba")
+            yield ProfileFunnel(number=2, id="funnel")
+            yield JobsPane(number=4, id="jobs")
+            yield GpuPane(self.gpu_sampler, sample=self.sample_gpu and self.mode == "live", number=5, id="gpu")
+            yield VersionsPane(number=6, id="versions")
+            yield AlertsPane(number=7, id="alerts")
+            yield UnreadableList(number=8, id="unreadable")
+        if self.replay is not None:
+            yield ReplayBar(id="replay-bar")
+        yield Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
+        yield Footer()
+
+    def panes(self) -> list[Pane]:
+        return sorted(self.query(Pane), key=lambda p: p.number or 0)
+
+    def on_mount(self) -> None:
+        if self.readonly:
+            self.add_class("-readonly")
+        self.query_one("#filter", Input).display = False
+        jobs = self.query_one(JobsPane)
+        jobs.fallback_workspace = self.launcher.workspace if self.launcher else self.episode_state.worktree
+        self.set_interval(DRAW_SECONDS, self.draw_pending)
+        self.set_interval(TICK_SECONDS, self._tick)
+        if self.replay is not None:
+            self.set_interval(REPLAY_SECONDS, self._replay_tick)
+        self.draw_pending()
+        self.query_one("#phases", Pane).focus_pane()
+        if self.session is not None:
+            self.follow_session()
+
+    # -- states in -------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="follow")
+    def follow_session(self) -> None:
+        """Scan, then follow the workspace; states land in one slot the draw timer reads."""
+        session = self.session
+        self._pending = session.scan()
+        self._flush_recording()
+        if self._stop.is_set():
+            return
+        asyncio.run(self._follow(session))
+
+    async def _follow(self, session) -> None:
+        async for state in session.follow(self._stop):
+            self._pending = state
+            self._flush_recording()
+
+    def _flush_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.flush()
+
+    def set_state(self, state: EpisodeState) -> None:
+        """Hand the console a new state (tests and replay); drawn on the next timer tick."""
+        self._pending = state
+
+    def draw_pending(self) -> None:
+        state = self._pending
+        if state is None or state is self._shown:
+            return
+        self._shown = state
+        self.episode_state = state
+        self.draws += 1
+        self._draw(state)
+
+    def _draw(self, state: EpisodeState) -> None:
+        now = self._now()
+        self.query_one(EpisodeHeader).show_state(state, extra=self._header_note(), launched=self._launched_running())
+        for pane in self.panes():
+            if isinstance(pane, PhaseTimelinePane):
+                pane.show_state(state, now)
+            elif not isinstance(pane, GpuPane):
+                pane.show_state(state)
+        self.refresh_bindings()
+
+    def _now(self) -> float | None:
+        if self.replay is not None:
+            return self.replay.now
+        return self.clock()
+
+    def _tick(self) -> None:
+        self.query_one(PhaseTimelinePane).tick(self._now())
+
+    def _header_note(self) -> str:
+        if self.mode == "replay":
+            return "replay: space play · ./, step · ctrl+p jump"
+        if self.readonly:
+            return "read-only: actions disabled"
+        return ""
+
+    def _launched_running(self) -> int:
+        return len(self.launcher.running()) if self.launcher is not None else 0
+
+    # -- what can run now --------------------------------------------------------------------
+
+    def busy_jobs(self) -> int:
+        return max(running_jobs(self.episode_state), self._launched_running())
+
+    def selected_kernel(self) -> str | None:
+        return self.query_one(ProfileFunnel).selected_kernel()
+
+    def selected_job(self):
+        return self.query_one(JobsPane).selected_job()
+
+    def why_blocked(self, name: str) -> str | None:
+        """Why an operator action cannot run now, or None when it can."""
+        if self.readonly:
+            return "read-only"
+        if self.mode == "replay":
+            return "replay"
+        if self.launcher is None:
+            return "no workspace"
+        if name == "cancel_job":
+            job = self.selected_job()
+            if job is None or get(job, "state") not in ("queued", "running"):
+                return "select a queued or running job"
+            return None
+        action = ACTIONS_BY_NAME[name]
+        if self.busy_jobs() >= MAX_JOBS:
+            return f"{MAX_JOBS}/{MAX_JOBS} jobs running"
+        if action.needs_kernel and not self.selected_kernel():
+            return "select a kernel in the funnel"
+        return None
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in REPLAY_ACTIONS:
+            return True if self.mode == "replay" else None
+        if action == "launch":
+            return self.why_blocked(parameters[0]) is None
+        if action == "cancel_job":
+            return self.why_blocked("cancel_job") is None
+        return True
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # The selected kernel or job decides which actions are available.
+        self.refresh_bindings()
+
+    # -- operator actions ------------------------------------------------------------------
+
+    def action_launch(self, name: str) -> None:
+        why = self.why_blocked(name)
+        title = ACTIONS_BY_NAME[name].title
+        if why is not None:
+            self.notify(f"{title}: not now ({why})", severity="warning")
+            return
+        episode = get(self.episode_state.active_episode, "episode")
+        try:
+            job = self.launcher.launch(name, episode=episode, kernel=self.selected_kernel(), busy=self.busy_jobs())
+        except ActionRefused as exc:
+            self.notify(f"{title}: {exc}", severity="error")
+            return
+        self.notify(f"{title}: started (sandbox pid {job.process.pid})")
+        self.query_one(EpisodeHeader).show_state(self.episode_state, extra=self._header_note(), launched=self._launched_running())
+        self.refresh_bindings()
+
+    def action_cancel_job(self) -> None:
+        why = self.why_blocked("cancel_job")
+        if why is not None:
+            self.notify(f"cancel: not now ({why})", severity="warning")
+            return
+        job = self.selected_job()
+        job_id = get(job, "job_id")
+        from console.screens.confirm import ConfirmScreen
+
+        question = (f"Cancel job {job_id} ({get(job, 'category') or get(job, 'kind') or 'job'}, {get(job, 'state')})?\n"
+                    "Its whole process group will be terminated.")
+        self.push_screen(ConfirmScreen(question), partial(self._cancel_confirmed, get(job, "workspace"), job_id))
+
+    def _cancel_confirmed(self, workspace: str | None, job_id: str, yes: bool | None) -> None:
+        if yes:
+            self.cancel_in_background(workspace or self.launcher.workspace, job_id)
+        else:
+            self.notify(f"job {job_id} left running")
+
+    @work(thread=True, exit_on_error=False, group="cancel")
+    def cancel_in_background(self, workspace: str, job_id: str) -> None:
+        try:
+            record = cancel(workspace, job_id)
+        except Exception as exc:
+            self.call_from_thread(self.notify, f"cancel {job_id}: {exc}", severity="error")
+            return
+        self.call_from_thread(self.notify, f"job {job_id}: {record.state}")
+
+    # -- navigation ------------------------------------------------------------------------
+
+    def action_focus_pane(self, number: int) -> None:
+        for pane in self.panes():
+            if pane.number == number:
+                pane.focus_pane()
+                return
+
+    def _focused_pane(self) -> Pane | None:
+        node = self.focused
+        while node is not None and not isinstance(node, Pane):
+            node = node.parent
+        return node
+
+    def action_filter(self) -> None:
+        pane = self._focused_pane()
+        if pane is None or not pane.query(DataTable):
+            self.notify("focus a table first (1-8 or Tab), then /", severity="warning")
+            return
+        self._filter_target = pane
+        box = self.query_one("#filter", Input)
+        box.value = pane.filter_text
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter" and self._filter_target is not None:
+            self._filter_target.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self._close_filter()
+
+    def _close_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = False
+        if self._filter_target is not None:
+            self._filter_target.focus_pane()
+        self._filter_target = None
+
+    def action_back(self) -> None:
+        if self.query_one("#filter", Input).display:
+            self._close_filter()
+            return
+        pane = self._focused_pane()
+        if pane is not None and pane.filter_text:
+            pane.set_filter("")
+            return
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_help(self) -> None:
+        from console.screens.help import HelpScreen
+
+        blocked = {a.name: why for a in ACTIONS if (why := self.why_blocked(a.name))}
+        if why := self.why_blocked("cancel_job"):
+            blocked["cancel_job"] = why
+        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, blocked=blocked))
+
+    def receipts(self) -> list[str]:
+        paths = []
+        for receipt in self.episode_state.timeline_receipts:
+            path = get(receipt, "path")
+            if isinstance(path, str):
+                paths.append(path)
+        return paths
+
+    def action_open_timeline(self) -> None:
+        receipts = self.receipts()
+        if not receipts:
+            self.notify("no timeline receipt in this episode yet", severity="warning")
+            return
+        self.open_timeline(receipts[-1])
+
+    def open_timeline(self, receipt_path: str) -> None:
+        from console.screens.timeline import TimelineScreen
+
+        self.push_screen(TimelineScreen(receipt_path))
+
+    # -- replay ----------------------------------------------------------------------------
+
+    def _replay_tick(self) -> None:
+        now = time.monotonic()
+        elapsed, self._replay_last = now - self._replay_last, now
+        if self.replay.advance(elapsed):
+            self.set_state(self.replay.state())
+        self._show_replay_bar()
+
+    def _show_replay_bar(self, label: str = "") -> None:
+        replay = self.replay
+        event = replay.current_event()
+        note = label or (f"{event.kind} {Path(event.path).name}" if event is not None else "")
+        self.query_one(ReplayBar).show(fraction=replay.fraction(), playing=replay.playing, speed=replay.speed,
+                                       position=replay.position, total=replay.total, now=replay.now, label=note)
+
+    def _replay_moved(self, label: str = "") -> None:
+        self.set_state(self.replay.state())
+        self.draw_pending()
+        self._show_replay_bar(label)
+
+    def action_toggle_play(self) -> None:
+        self._replay_last = time.monotonic()
+        self.replay.toggle()
+        self._show_replay_bar()
+
+    def action_speed(self, direction: int) -> None:
+        self.replay.faster(direction)
+        self._show_replay_bar()
+
+    def action_step(self, direction: int) -> None:
+        self.replay.playing = False
+        self.replay.step(direction)
+        self._replay_moved()
+
+    def action_jump(self, kind: str, direction: int) -> None:
+        mark = self.replay.jump(kind, direction)
+        if mark is None:
+            self.notify(f"no {'later' if direction > 0 else 'earlier'} {kind}", severity="warning")
+            return
+        self._replay_moved(mark.label)
+
+    def action_seek_end(self, end: int) -> None:
+        self.replay.playing = False
+        self.replay.seek_index(self.replay.total if end else 0)
+        self._replay_moved()
+
+    def on_replay_bar_seek(self, message: ReplayBar.Seek) -> None:
+        self.replay.seek_fraction(message.fraction)
+        self._replay_moved()
+
+    def jump_to_mark(self, index: int) -> None:
+        mark = self.replay.marks[index]
+        self.replay.playing = False
+        self.replay.seek_index(mark.index)
+        self._replay_moved(mark.label)
+
+    # -- palette ---------------------------------------------------------------------------
+
+    def palette_commands(self) -> list[tuple[str, str, object]]:
+        commands: list[tuple[str, str, object]] = []
+        for action in ACTIONS:
+            if self.why_blocked(action.name) is None:
+                kernel = f" on {self.selected_kernel()}" if action.needs_kernel else ""
+                commands.append((f"{action.title}{kernel}", action.description, partial(self.action_launch, action.name)))
+        if self.why_blocked("cancel_job") is None:
+            job_id = get(self.selected_job(), "job_id")
+            commands.append((f"Cancel job {job_id}", "asks before terminating its process group", self.action_cancel_job))
+        for path in self.receipts():
+            commands.append((f"Open timeline {Path(path).parent.name}", path, partial(self.open_timeline, path)))
+        for pane in self.panes():
+            commands.append((f"Go to pane {pane.number}: {pane.title}", "", partial(self.action_focus_pane, pane.number)))
+        if self.replay is not None:
+            for index, mark in enumerate(self.replay.marks):
+                commands.append((f"Jump to {mark.kind} {mark.label}", "replay", partial(self.jump_to_mark, index)))
+        commands.append(("Help", "every key and what it does now", self.action_help))
+        return commands
+
+    # -- leaving ---------------------------------------------------------------------------
+
+    async def action_quit(self) -> None:
+        self.shutdown()
+        self.exit()
+
+    def shutdown(self) -> None:
+        """Stop following, end the jobs this console started, close the recording."""
+        self._stop.set()
+        if self.launcher is not None:
+            self.launcher.shutdown()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def on_unmount(self) -> None:
+        self.shutdown()

@@ -1,0 +1,167 @@
+"""``episcope init DIR --problem NAME``: make a ready episode workspace from a bundled problem.
+
+The workspace is a git repository whose first commit holds the problem's contract and ground
+truth, ``kernel.py`` (the problem's naive kernel), ``test_kernel.py`` (a shim over the
+evaluator), ``profile_driver.py``, the tool kit under ``tools/`` and the skills under
+``skills/``. Runtime evidence (live memory, plans, profiles, supervisor files) is listed in
+``.git/info/exclude`` so it never lands in a commit.
+
+The bundled problems, tools and skills are found next to the installed package source (the
+project is installed editable), so this verb works from any directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+HELP = "create an episode workspace (git repo) from a bundled problem"
+
+# Paths the agent's runtime writes that must stay out of every commit (FORMATS §1).
+EXCLUDES = (
+    "memory/live.json",
+    "plans/",
+    "profiles/",
+    ".atrex_long_horizon/",
+    ".atrex_private_profile_case.json",
+    "__pycache__/",
+    "*.ncu-rep",
+)
+
+TEST_KERNEL_SHIM = '''"""Evaluator of this workspace: runs tools/evaluate.py on this directory (see --help)."""
+
+import os
+import runpy
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.argv = [os.path.join(_HERE, "tools", "evaluate.py"), "--workspace", _HERE, *sys.argv[1:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+_STARTING_KERNELS = ("kernel_naive.py", "kernel.py")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("directory", nargs="?", help="workspace directory to create (must not exist or be empty)")
+    parser.add_argument("--problem", help="bundled problem name (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the bundled problems and exit")
+
+
+def repo_root() -> Path:
+    import console
+
+    return Path(console.__file__).resolve().parents[1]
+
+
+def problems_dir() -> Path:
+    from console.cli import CommandError
+
+    path = repo_root() / "examples" / "problems"
+    if not path.is_dir():
+        raise CommandError(f"bundled problems not found at {path} (is episcope installed from its source tree?)")
+    return path
+
+
+def list_problems() -> list[tuple[str, str]]:
+    """(name, one-line description) of every bundled problem."""
+    rows = []
+    for entry in sorted(problems_dir().iterdir()):
+        if not entry.is_dir() or not any((entry / k).is_file() for k in _STARTING_KERNELS):
+            continue
+        rows.append((entry.name, _describe(entry)))
+    return rows
+
+
+def _describe(problem: Path) -> str:
+    readme = problem / "README.md"
+    if readme.is_file():
+        lines = [ln.strip() for ln in readme.read_text(encoding="utf-8").splitlines()]
+        body = [ln for ln in lines if ln and not ln.startswith(("#", "|", "`"))]
+        if body:
+            return body[0]
+    return ""
+
+
+def _git(cwd: Path, *argv: str) -> str:
+    from console.cli import CommandError
+
+    try:
+        out = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise CommandError("git is not installed", 1) from None
+    if out.returncode != 0:
+        raise CommandError(f"git {argv[0]} failed: {' '.join(out.stderr.split())}", 1)
+    return out.stdout
+
+
+def _identity_flags(cwd: Path) -> list[str]:
+    # Respect the user's git identity; fall back to a neutral one so a bare machine works.
+    probe = subprocess.run(["git", "config", "user.email"], cwd=cwd, capture_output=True, text=True)
+    if probe.returncode == 0 and probe.stdout.strip():
+        return []
+    return ["-c", "user.name=episcope", "-c", "user.email=episcope@localhost"]
+
+
+def create_workspace(target: Path, problem_name: str) -> Path:
+    """Create the workspace; returns its path. Raises CommandError on any problem."""
+    from console.cli import CommandError
+
+    source = problems_dir() / problem_name
+    if not problem_name or "/" in problem_name or not source.is_dir():
+        known = ", ".join(name for name, _ in list_problems()) or "none"
+        raise CommandError(f"unknown problem {problem_name!r} (bundled: {known})")
+    starting = next((source / k for k in _STARTING_KERNELS if (source / k).is_file()), None)
+    if starting is None:
+        raise CommandError(f"problem {problem_name!r} has no kernel_naive.py or kernel.py")
+    root = repo_root()
+    tools = root / "tools"
+    required = [tools / "evaluate.py", tools / "profile_driver.py", tools / "problem_contract.py"]
+    missing = [str(p) for p in required if not p.is_file()]
+    if missing:
+        raise CommandError(f"tool kit incomplete: missing {', '.join(missing)}")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise CommandError(f"{target} already exists and is not an empty directory")
+
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(source.iterdir()):
+        # Other kernel variants (the fast solution) stay out of the workspace.
+        if entry.is_file() and not entry.name.startswith("kernel"):
+            shutil.copy2(entry, target / entry.name)
+    shutil.copy2(starting, target / "kernel.py")
+    (target / "test_kernel.py").write_text(TEST_KERNEL_SHIM, encoding="utf-8")
+    shutil.copy2(tools / "profile_driver.py", target / "profile_driver.py")
+    (target / "tools").mkdir()
+    for tool in sorted(tools.iterdir()):
+        if tool.is_file() and tool.suffix in (".py", ".sh"):
+            shutil.copy2(tool, target / "tools" / tool.name)
+    skills = root / "skills"
+    if skills.is_dir():
+        shutil.copytree(skills, target / "skills", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (target / "memory").mkdir()
+
+    _git(target, "init", "-q")
+    exclude = target / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with exclude.open("a", encoding="utf-8") as fh:
+        fh.write("\n# episode runtime files (episcope init)\n" + "\n".join(EXCLUDES) + "\n")
+    _git(target, "add", "-A")
+    _git(target, *_identity_flags(target), "commit", "-q", "-m", f"Episode workspace for {problem_name}")
+    return target
+
+
+def run(args) -> int:
+    from console.cli import CommandError
+
+    if args.list:
+        for name, description in list_problems():
+            print(f"{name}\t{description}" if description else name)
+        return 0
+    if not args.directory or not args.problem:
+        raise CommandError("usage: episcope init DIR --problem NAME (or episcope init --list)")
+    target = create_workspace(Path(args.directory).expanduser().absolute(), args.problem)
+    head = _git(target, "rev-parse", "HEAD").strip()
+    print(f"{target}\t{head}")
+    return 0
+

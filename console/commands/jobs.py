@@ -1,0 +1,164 @@
+"""`episcope jobs`: list sandbox jobs, cancel one, or print its log.
+
+    episcope jobs [PATH] [--json]
+    episcope jobs cancel ID [--workspace PATH]
+    episcope jobs log ID [--stderr] [--workspace PATH]
+
+PATH (default .) is an episode worktree or a campaign root; a campaign's jobs include those
+of its shown episode worktree.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HELP = "list sandbox jobs (table, or JSON with --json); `jobs cancel ID`; `jobs log ID`"
+ACTIONS = ("cancel", "log")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument(
+        "words",
+        nargs="*",
+        metavar="[PATH] | cancel ID | log ID",
+        help="a workspace to list (default .), or an action on one job",
+    )
+    parser.add_argument("--json", action="store_true", help="print the job records as JSON")
+    parser.add_argument("--workspace", default=None, help="where the job ran, for cancel and log (default .)")
+    parser.add_argument("--stderr", action="store_true", help="with log: print the job's stderr instead of stdout")
+
+
+def _roots(path: str) -> list[Path]:
+    from console.episode.workspace import WorkspaceError, resolve_workspace
+
+    start = Path(path).expanduser()
+    if not start.is_dir():
+        from console.cli import CommandError
+
+        raise CommandError(f"{path}: no such directory")
+    roots = [start.resolve()]
+    try:
+        workspace = resolve_workspace(start)
+    except WorkspaceError:
+        return roots
+    for root in workspace.roots:
+        if root.resolve() not in roots:
+            roots.append(root.resolve())
+    return roots
+
+
+def _find_job(words: list[str], workspace: str | None):
+    from console.cli import CommandError
+    from console.formats.job_record import RECORD_NAME, job_dir, read_job_record
+
+    if len(words) != 2:
+        raise CommandError(f"usage: episcope jobs {words[0]} ID [--workspace PATH]")
+    job_id = words[1]
+    if "/" in job_id or job_id in (".", ".."):
+        raise CommandError(f"{job_id!r} is not a job id")
+    for root in _roots(workspace or "."):
+        directory = job_dir(root, job_id)
+        found = read_job_record(directory / RECORD_NAME)
+        if found.problems:
+            raise CommandError(str(found.problems[0]))
+        if found.value is not None:
+            return root, directory, found.value
+    raise CommandError(f"no job {job_id} in {workspace or '.'}")
+
+
+def _list(path: str, as_json: bool) -> int:
+    from console.formats.job_record import list_job_records
+
+    records, problems = [], []
+    for root in _roots(path):
+        found, unreadable = list_job_records(root)
+        records.extend(found)
+        problems.extend(unreadable)
+    records.sort(key=lambda r: (r.created_at or "", r.job_id), reverse=True)
+    if as_json:
+        from console.formats.jsonio import dumps
+
+        document = {"jobs": [r.to_json() for r in records], "unreadable": [p.to_json() for p in problems]}
+        sys.stdout.buffer.write(dumps(document, indent=True) + b"\n")
+        sys.stdout.flush()
+    else:
+        sys.stdout.write(render_table(records))
+    for problem in problems:
+        print(f"episcope: unreadable job record {problem}", file=sys.stderr)
+    return 0
+
+
+def _unknown(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def render_table(records) -> str:
+    if not records:
+        return "no sandbox jobs\n"
+    rows = [("JOB", "STATE", "KIND", "EXIT", "CODE", "CREATED", "SECONDS", "COMMAND")]
+    for r in records:
+        seconds = r.duration_seconds
+        rows.append(
+            (
+                r.job_id,
+                r.state,
+                _unknown(r.kind),
+                _unknown(r.exit_code),
+                _unknown(r.result_code),
+                (r.created_at or "?")[:19].replace("T", " "),
+                "?" if seconds is None else f"{seconds:.1f}",
+                " ".join(r.argv) if r.argv is not None else "?",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _cancel(words: list[str], workspace: str | None) -> int:
+    from console.cli import EXIT_FAILURE, CommandError
+    from console.jobs.runner import UnknownJob, cancel_job
+
+    root, _, record = _find_job(words, workspace)
+    if record.terminal:
+        print(f"job {record.job_id} already {record.state}", file=sys.stderr)
+        return EXIT_FAILURE
+    try:
+        final = cancel_job(root, record.job_id)
+    except UnknownJob as exc:
+        raise CommandError(str(exc)) from None
+    print(f"{final.job_id} {final.state}")
+    return 0 if final.state == "cancelled" else EXIT_FAILURE
+
+
+def _log(words: list[str], workspace: str | None, stderr: bool) -> int:
+    from console.jobs.record import STDERR_LOG, STDOUT_LOG
+
+    _, directory, _ = _find_job(words, workspace)
+    path = directory / (STDERR_LOG if stderr else STDOUT_LOG)
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+    except FileNotFoundError:
+        pass  # the job never started: its log is empty
+    sys.stdout.flush()
+    return 0
+
+
+def run(args) -> int:
+    from console.cli import CommandError
+
+    words = list(args.words)
+    if words and words[0] in ACTIONS:
+        if args.json:
+            raise CommandError(f"--json applies to the job list, not to {words[0]}")
+        if words[0] == "cancel":
+            return _cancel(words, args.workspace)
+        return _log(words, args.workspace, args.stderr)
+    if len(words) > 1:
+        raise CommandError(f"unexpected arguments {' '.join(words[1:])!r}")
+    if args.workspace is not None and words:
+        raise CommandError("give the workspace either as PATH or with --workspace")
+    return _list(words[0] if words else (args.workspace or "."), args.json)

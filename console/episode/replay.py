@@ -1,0 +1,382 @@
+"""Replay: the same events, fed through the same reducer on a virtual clock.
+
+Two sources give the events. An episode that was never watched is read from its
+append-only files and snapshots (the ingest's cold scan) with canonical memory versions
+placed at the time git says the supervisor committed them. A recording is what the console
+kept while watching: every event it saw, one JSON line each, under the user's state
+directory (``$XDG_STATE_HOME/episcope`` or ``~/.local/state/episcope``), never inside the
+workspace.
+
+``Replay`` holds the events in time order and a position: the number of events applied.
+Moving forward feeds the reducer; moving back folds again from the start, which is
+linear in the events and fast enough for an operator's keystroke.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import orjson
+
+from console.formats.problems import Unreadable
+
+from . import events as ev
+from .events import Event
+from .git_facts import GitFacts
+from .reducer import Reducer
+from .state import EpisodeState
+from .summary import event_to_json
+
+RECORDING_SCHEMA = "episcope-recording/v1"
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+
+# kind -> (module, function) that rebuilds a parsed record from its raw JSON object.
+OBJECT_PARSERS = {
+    ev.TELEMETRY: ("console.formats.telemetry", "telemetry_from_obj"),
+    ev.EVALUATION: ("console.formats.evaluations", "evaluation_from_obj"),
+    ev.STATE: ("console.formats.supervisor", "parse_state"),
+    ev.ACTIVE_EPISODE: ("console.formats.supervisor", "parse_active_episode"),
+    ev.ATTEMPT: ("console.formats.supervisor", "parse_attempt"),
+    ev.JOURNAL: ("console.formats.journal", "parse_journal"),
+    ev.HANDOFF: ("console.formats.handoff", "parse_handoff"),
+    ev.LIVE_MEMORY: ("console.formats.live_memory", "parse_live_memory"),
+    ev.MEMORY_VERSION: ("console.formats.memory", "parse_memory_version"),
+    ev.TELEMETRY_SUMMARY: ("console.formats.telemetry_summary", "parse_telemetry_summary"),
+    ev.ABBA: ("console.formats.abba", "parse_verdict"),
+    ev.JOB: ("console.formats.job_record", "job_record_from_obj"),
+}
+
+
+class RecordingError(Exception):
+    """A recording that cannot be replayed (message is one line)."""
+
+
+class Record(dict):
+    """A recorded document whose reader is not known here: read by key or by attribute."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            return None
+
+
+# -- where recordings live ------------------------------------------------------------------
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "episcope"
+
+
+def recordings_dir() -> Path:
+    return state_dir() / "recordings"
+
+
+def new_recording_path(campaign: str | None) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (campaign or "episode"))
+    return recordings_dir() / f"{safe}-{stamp}-{os.getpid()}.jsonl"
+
+
+def _to_raw(data) -> object:
+    raw = getattr(data, "raw", None)
+    if isinstance(raw, dict) and not isinstance(data, dict):
+        return raw
+    return event_to_json(Event("", "", None, None, data))["data"]
+
+
+class Recorder:
+    """Appends every event the console sees to a recording, whole lines only."""
+
+    def __init__(self, path: Path, *, campaign_root: str | None, campaign: str | None, worktree: str | None) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._pending: list[bytes] = []
+        header = {"schema": RECORDING_SCHEMA, "campaign_root": campaign_root, "campaign": campaign,
+                  "worktree": worktree, "started_at": time.time()}
+        self._pending.append(orjson.dumps(header) + b"\n")
+        self.flush()
+
+    def record(self, event: Event) -> None:
+        line = {"kind": event.kind, "path": event.path, "offset": event.offset, "at": event.at,
+                "data": _to_raw(event.data)}
+        self._pending.append(orjson.dumps(line, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+    def flush(self) -> None:
+        if self._pending and self._fd is not None:
+            # One write per batch: a reader never sees half a line, even if we die here.
+            os.write(self._fd, b"".join(self._pending))
+            self._pending.clear()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.flush()
+            os.close(self._fd)
+            self._fd = None
+
+
+def _rebuild(kind: str, data):
+    if kind == ev.UNREADABLE and isinstance(data, dict):
+        return Unreadable(str(data.get("path")), data.get("offset"), str(data.get("error")))
+    if kind == ev.GIT and isinstance(data, dict):
+        known = {k: v for k, v in data.items() if k in GitFacts.__dataclass_fields__}
+        for key in ("dirty_paths", "untracked_paths", "candidate_changes"):
+            if isinstance(known.get(key), list):
+                known[key] = tuple(known[key])
+        try:
+            return GitFacts(**known)
+        except TypeError:
+            return Record(data)
+    spec = OBJECT_PARSERS.get(kind)
+    if spec is not None:
+        try:
+            return getattr(importlib.import_module(spec[0]), spec[1])(data)
+        except Exception:  # an old recording of a reader that changed: keep the raw fields
+            pass
+    return Record(data) if isinstance(data, dict) else data
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingHeader:
+    campaign_root: str | None
+    campaign: str | None
+    worktree: str | None
+    started_at: float | None
+
+
+def load_recording(path: str | os.PathLike) -> tuple[RecordingHeader, list[Event], list[Unreadable]]:
+    """The events of a recording; lines that cannot be read are returned as problems."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise RecordingError(f"{path}: {exc.strerror or exc}") from None
+    events: list[Event] = []
+    problems: list[Unreadable] = []
+    header = None
+    offset = 0
+    for line in data.split(b"\n"):
+        here, offset = offset, offset + len(line) + 1
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            problems.append(Unreadable(str(path), here, f"invalid JSON: {exc}"))
+            continue
+        if header is None:
+            if not isinstance(obj, dict) or obj.get("schema") != RECORDING_SCHEMA:
+                raise RecordingError(f"{path}: not an episcope recording (first line lacks schema {RECORDING_SCHEMA})")
+            header = RecordingHeader(obj.get("campaign_root"), obj.get("campaign"), obj.get("worktree"), obj.get("started_at"))
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+            problems.append(Unreadable(str(path), here, "line is not a recorded event"))
+            continue
+        at = obj.get("at")
+        events.append(Event(obj["kind"], str(obj.get("path")), obj.get("offset"),
+                            float(at) if isinstance(at, (int, float)) else None, _rebuild(obj["kind"], obj.get("data"))))
+    if header is None:
+        raise RecordingError(f"{path}: empty recording")
+    return header, events, problems
+
+
+def is_recording(path: str | os.PathLike) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096)
+        return orjson.loads(first).get("schema") == RECORDING_SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+# -- an episode that was never watched ---------------------------------------------------------
+
+
+def version_commit_times(campaign_root: str | os.PathLike) -> dict[str, float]:
+    """memory/v<N>.json -> when the commit that added it was made (git history)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(campaign_root), "log", "--format=%x00%ct", "--name-only", "--diff-filter=A",
+             "--", "memory/"],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    times: dict[str, float] = {}
+    for block in out.stdout.split("\0"):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if not lines or not lines[0].strip().isdigit():
+            continue
+        when = float(lines[0])
+        for name in lines[1:]:
+            # git log lists newest first: the oldest commit adding a path wins.
+            times[str(Path(campaign_root) / name)] = when
+    return times
+
+
+def episode_events(path: str | os.PathLike | None) -> tuple[object, list[Event]]:
+    """(workspace, events) read from the files of an episode, for replay."""
+    from .session import Session
+
+    session = Session(path)
+    events = list(session.ingest.scan())
+    committed = version_commit_times(session.workspace.campaign_root)
+    if committed:
+        events = [
+            e._replace(at=committed[e.path]) if e.kind == ev.MEMORY_VERSION and e.path in committed else e
+            for e in events
+        ]
+    return session.workspace, events
+
+
+# -- the virtual clock -------------------------------------------------------------------------
+
+
+def _order(events: Iterable[Event]) -> list[Event]:
+    """Time order; events without a time keep their place before the first timed one."""
+    indexed = list(enumerate(events))
+    first = min((e.at for _, e in indexed if e.at is not None), default=0.0)
+    indexed.sort(key=lambda item: (item[1].at if item[1].at is not None else first, item[0]))
+    return [e for _, e in indexed]
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A place the operator can jump to: a phase start or a canonical memory version."""
+
+    kind: str  # "phase" | "version"
+    label: str
+    index: int  # position just after the event
+    at: float | None
+
+
+class Replay:
+    def __init__(self, events: Iterable[Event], *, campaign_root: str | None = None, campaign: str | None = None,
+                 worktree: str | None = None) -> None:
+        self.events = _order(events)
+        self.times = [e.at for e in self.events]
+        known = [t for t in self.times if t is not None]
+        self.start = known[0] if known else None
+        self.end = known[-1] if known else None
+        self._sort_times = [t if t is not None else (self.start or 0.0) for t in self.times]
+        self._meta = (campaign_root, campaign, worktree)
+        self.position = 0
+        self.now = self.start
+        self.playing = False
+        self.speed_index = SPEEDS.index(1.0)
+        self._reducer = self._new_reducer()
+        self.marks = self._find_marks()
+
+    def _new_reducer(self) -> Reducer:
+        reducer = Reducer()
+        reducer.set_workspace(*self._meta)
+        return reducer
+
+    def _find_marks(self) -> list[Mark]:
+        marks = []
+        for index, event in enumerate(self.events):
+            if event.kind == ev.TELEMETRY and getattr(event.data, "event", None) == "phase_started":
+                data = event.data
+                label = f"{data.raw.get('phase')} {data.iteration_id}/{data.attempt_id}"
+                marks.append(Mark("phase", label, index + 1, event.at))
+            elif event.kind == ev.MEMORY_VERSION:
+                version = getattr(event.data, "version", None)
+                marks.append(Mark("version", f"v{version}", index + 1, event.at))
+        return marks
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def speed(self) -> float:
+        return SPEEDS[self.speed_index]
+
+    @property
+    def total(self) -> int:
+        return len(self.events)
+
+    @property
+    def finished(self) -> bool:
+        return self.position >= self.total
+
+    def state(self) -> EpisodeState:
+        return self._reducer.snapshot()
+
+    def fraction(self) -> float:
+        if self.start is None or self.end is None or self.end <= self.start or self.now is None:
+            return self.position / self.total if self.total else 0.0
+        return min(1.0, max(0.0, (self.now - self.start) / (self.end - self.start)))
+
+    def current_event(self) -> Event | None:
+        return self.events[self.position - 1] if self.position else None
+
+    # -- moving --------------------------------------------------------------------------
+
+    def seek_index(self, index: int) -> None:
+        index = max(0, min(self.total, index))
+        if index < self.position:
+            self._reducer = self._new_reducer()
+            self._reducer.feed(self.events[:index])
+        else:
+            self._reducer.feed(self.events[self.position:index])
+        self.position = index
+        at = self.times[index - 1] if index else self.start
+        self.now = at if at is not None else self.now
+
+    def seek_time(self, moment: float) -> None:
+        self.seek_index(bisect_right(self._sort_times, moment))
+        self.now = moment
+
+    def seek_fraction(self, fraction: float) -> None:
+        if self.start is None or self.end is None:
+            self.seek_index(round(fraction * self.total))
+            return
+        self.seek_time(self.start + fraction * (self.end - self.start))
+
+    def step(self, direction: int) -> None:
+        self.seek_index(self.position + (1 if direction > 0 else -1))
+
+    def jump(self, kind: str, direction: int) -> Mark | None:
+        """To the next (or previous) mark of ``kind`` after (before) the current position."""
+        candidates = [m for m in self.marks if m.kind == kind]
+        if direction > 0:
+            target = next((m for m in candidates if m.index > self.position), None)
+        else:
+            target = next((m for m in reversed(candidates) if m.index < self.position), None)
+        if target is not None:
+            self.seek_index(target.index)
+        return target
+
+    def advance(self, wall_seconds: float) -> bool:
+        """Let ``wall_seconds`` of real time pass at the current speed; True if events were applied."""
+        if not self.playing or self.now is None:
+            return False
+        target = self.now + wall_seconds * self.speed
+        before = self.position
+        index = bisect_right(self._sort_times, target)
+        if index > self.position:
+            self._reducer.feed(self.events[self.position:index])
+            self.position = index
+        self.now = target if self.end is None else min(target, self.end)
+        if self.position >= self.total and (self.end is None or self.now >= self.end):
+            self.playing = False
+        return self.position != before
+
+    def toggle(self) -> bool:
+        if self.finished and not self.playing:
+            self.seek_index(0)
+        self.playing = not self.playing
+        return self.playing
+
+    def faster(self, direction: int) -> float:
+        self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + (1 if direction > 0 else -1)))
+        return self.speed

@@ -1,0 +1,334 @@
+"""``run_job``: one sandbox job from request to final record, and ``cancel_job``.
+
+The sandbox command line and the console (from a worker thread) both come through here.
+The local backend stages the workspace, waits for one of the workspace's four slots, runs
+the command in its own process group, copies the requested outputs back and records every
+step; another backend reuses the same request, staging, records and result rules.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from console.formats.job_record import RECORD_NAME, JobRecord, job_dir, read_job_record
+from console.formats.plainjson import append_json_line, atomic_write_json
+from console.formats.problems import FormatError
+from console.formats.telemetry_builders import (
+    ENV_TRACE,
+    new_operation_id,
+    sandbox_completed_record,
+    sandbox_started_record,
+    utc_timestamp,
+)
+
+from . import results
+from .local import KILL_GRACE_SECONDS, group_members, process_alive, run_process, terminate_group
+from .record import JobRecordWriter, request_cancel
+from .request import PRIVATE_SHAPES_ENV, JobRequest
+from .slots import acquire_slot
+from .staging import StagingError, resolve_private_case, stage_workspace, sync_back
+
+OutputSink = Callable[[str, bytes], None]
+
+# Errors that say "the machine is short of something right now", not "the job is wrong".
+_TRANSIENT = frozenset({errno.EAGAIN, errno.ENOMEM, errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.EDQUOT})
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot be used here (its optional dependencies are missing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    job_id: str
+    state: str  # a terminal job state: succeeded | failed | cancelled | timed_out
+    code: int  # the sandbox's exit status (FORMATS §8)
+    exit_code: int | None  # the command's own status; None when it never started
+    record: JobRecord
+    result: dict | None = None  # the evaluator's RESULT_JSON (kind run)
+    profile: dict | None = None  # gateway_profile.json (kind profile)
+    synced: tuple[str, ...] = ()
+    refused: tuple[dict, ...] = ()
+    message: str | None = None
+
+
+def run_job(
+    request: JobRequest,
+    on_output: OutputSink | None = None,
+    *,
+    cancel: threading.Event | None = None,
+    launcher: str = "console",
+    kill_grace: float = KILL_GRACE_SECONDS,
+) -> JobOutcome:
+    """Run ``request`` to the end and return its outcome; never raises for a failing job.
+
+    ``on_output(stream, data)`` receives the command's output as produced ("stdout" or
+    "stderr") plus the sandbox's own lines. Setting ``cancel`` (or ``episcope jobs cancel``)
+    stops the job, killing its whole process group. Raises :class:`BackendUnavailable`
+    when the backend cannot be loaded.
+    """
+    if request.backend == "ray":
+        try:
+            from .ray_backend import run_on_ray
+        except ImportError as exc:
+            raise BackendUnavailable(f"ray backend needs episcope[ray] ({exc})") from None
+        return run_on_ray(request, on_output, cancel=cancel, launcher=launcher, kill_grace=kill_grace)
+    return _run_local(request, on_output, cancel=cancel, launcher=launcher, kill_grace=kill_grace)
+
+
+def emit(on_output: OutputSink | None, stream: str, text: str | bytes) -> None:
+    if on_output is not None:
+        on_output(stream, text if isinstance(text, bytes) else (text.rstrip("\n") + "\n").encode())
+
+
+def trace(record: dict) -> None:
+    """Append a telemetry record when the episode traces (ATREX_TELEMETRY_TRACE)."""
+    path = os.environ.get(ENV_TRACE)
+    if path:
+        try:
+            append_json_line(path, record)
+        except OSError:
+            pass  # telemetry must never fail the job it describes
+
+
+def command_env(request: JobRequest) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != PRIVATE_SHAPES_ENV}
+    env.update(request.env)
+    return env
+
+
+def finish(
+    writer: JobRecordWriter,
+    state: str,
+    code: int,
+    *,
+    exit_code: int | None = None,
+    message: str | None = None,
+    on_output: OutputSink | None = None,
+    **extra,
+) -> JobOutcome:
+    """Write the terminal record and build the outcome (any backend)."""
+    synced = tuple(extra.pop("synced", ()))
+    refused = tuple(extra.pop("refused", ()))
+    writer.update(
+        state=state,
+        finished_at=utc_timestamp(),
+        exit_code=exit_code,
+        result_code=code,
+        message=message,
+        synced=list(synced),
+        refused=list(refused),
+    )
+    if message and state != "succeeded":
+        emit(on_output, "stderr", f"[sandbox] {state}: {message}")
+    return JobOutcome(
+        job_id=writer.job_id,
+        state=state,
+        code=code,
+        exit_code=exit_code,
+        record=writer.record(),
+        synced=synced,
+        refused=refused,
+        message=message,
+        **extra,
+    )
+
+
+def _run_local(
+    request: JobRequest,
+    on_output: OutputSink | None,
+    *,
+    cancel: threading.Event | None,
+    launcher: str,
+    kill_grace: float,
+) -> JobOutcome:
+    writer = JobRecordWriter.create(request, launcher=launcher)
+    workspace = Path(request.workspace)
+
+    def cancelled() -> bool:
+        return (cancel is not None and cancel.is_set()) or writer.cancel_requested()
+
+    try:
+        private_case = resolve_private_case(request, dict(os.environ))
+    except StagingError as exc:
+        return finish(writer, "failed", results.EXIT_FAILED, message=str(exc), on_output=on_output)
+
+    def queued() -> None:
+        emit(on_output, "stderr", f"[sandbox] job {writer.job_id} queued: four jobs already run in this workspace")
+
+    slot = acquire_slot(workspace, should_stop=cancelled, on_queued=queued)
+    if slot is None:
+        return finish(writer, "cancelled", results.EXIT_FAILED, message="cancelled while queued", on_output=on_output)
+    try:
+        with slot:
+            writer.update(slot=slot.index)
+            return _run_in_slot(request, writer, private_case, on_output, cancelled, kill_grace)
+    finally:
+        shutil.rmtree(writer.stage, ignore_errors=True)
+
+
+def _run_in_slot(
+    request: JobRequest,
+    writer: JobRecordWriter,
+    private_case: dict | None,
+    on_output: OutputSink | None,
+    cancelled: Callable[[], bool],
+    kill_grace: float,
+) -> JobOutcome:
+    workspace = Path(request.workspace)
+    try:
+        staged = stage_workspace(request, writer.stage, private_case)
+    except StagingError as exc:
+        return finish(writer, "failed", results.EXIT_FAILED, message=str(exc), on_output=on_output)
+    except OSError as exc:
+        code = results.EXIT_NOT_STARTED if exc.errno in _TRANSIENT else results.EXIT_FAILED
+        return finish(writer, "failed", code, message=f"staging failed: {exc.strerror or exc}", on_output=on_output)
+    for item in staged.skipped:
+        emit(on_output, "stderr", f"[sandbox] not staged: {item['path']} ({item['reason']})")
+
+    scanner = results.ScannerSink(on_output) if request.kind == "run" else None
+    operation_id = new_operation_id()
+    category = writer.fields["category"]
+    writer.update(state="running", started_at=utc_timestamp(), operation_id=operation_id)
+    trace(sandbox_started_record(operation_id, category))
+    started = time.monotonic()
+
+    outcome = run_process(
+        list(request.argv),
+        cwd=writer.stage,
+        env=command_env(request),
+        timeout=request.timeout,
+        stdout_log=writer.stdout_log,
+        stderr_log=writer.stderr_log,
+        on_output=scanner if scanner is not None else on_output,
+        should_cancel=cancelled,
+        on_started=lambda pid, pgid: writer.update(pid=pid, pgid=pgid),
+        kill_grace=kill_grace,
+    )
+    duration = time.monotonic() - started
+    if outcome.failure_type is not None:
+        trace(sandbox_completed_record(operation_id, category, duration, failure_type=outcome.failure_type))
+    else:
+        trace(sandbox_completed_record(operation_id, category, duration, exit_status=outcome.returncode))
+    if outcome.failure_type == "spawn_error":
+        return finish(writer, "failed", results.EXIT_FAILED, message=outcome.message, on_output=on_output)
+
+    synced = sync_back(request, writer.stage, staged.manifest)
+    for item in synced.refused:
+        emit(on_output, "stderr", f"[sandbox] not synced: {item['path']} ({item['reason']})")
+
+    result = result_error = profile = profile_error = None
+    message = outcome.message
+    if scanner is not None:
+        try:
+            result = scanner.scanner.result()
+        except FormatError as exc:
+            result_error = results.describe_result_error(exc)
+        if result is not None:
+            try:
+                if results.append_evaluation(workspace, result, job_id=writer.job_id, gateway_kind="run") is None:
+                    emit(on_output, "stderr", "[sandbox] no kernel.py in the workspace: evaluation not recorded")
+            except (OSError, FormatError) as exc:
+                emit(on_output, "stderr", f"[sandbox] evaluation not recorded: {exc}")
+    if request.kind == "profile":
+        profile, profile_error = results.gateway_profile(writer.stage, request.sync)
+        if profile is not None:
+            emit(on_output, "stdout", results.profile_line(profile))
+    code = results.exit_status(
+        request.kind,
+        outcome.state,
+        outcome.returncode,
+        result=result,
+        result_error=result_error,
+        profile_error=profile_error,
+    )
+    if outcome.state in ("timed_out", "cancelled"):
+        state = outcome.state
+    else:
+        state = "succeeded" if code == results.EXIT_OK else "failed"
+    if state == "failed" and message is None:
+        message = result_error or profile_error or ("not all shapes pass" if result is not None else "no RESULT_JSON line")
+    return finish(
+        writer,
+        state,
+        code,
+        exit_code=outcome.returncode,
+        message=message,
+        on_output=on_output,
+        result=result.raw if result is not None else None,
+        profile=profile,
+        synced=synced.synced,
+        refused=synced.refused,
+    )
+
+
+# -- cancelling ----------------------------------------------------------------------------
+
+
+class UnknownJob(LookupError):
+    pass
+
+
+def _launcher_alive(record: JobRecord) -> bool:
+    pid = record.sandbox_pid
+    if pid is None or pid == os.getpid() or not process_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    # A recycled pid belongs to some other program: only a sandbox process is signalled.
+    return b"sandbox" in cmdline
+
+
+def cancel_job(workspace: str | os.PathLike, job_id: str, *, wait: float = KILL_GRACE_SECONDS + 5.0) -> JobRecord:
+    """Cancel a queued or running job and return its final record.
+
+    The runner is asked first (a cancel request file it polls, and SIGTERM when it is a
+    sandbox process), so it records the cancellation itself. If it does not answer within
+    ``wait`` seconds (it died, or hangs), the recorded process group is killed here and the
+    record is marked cancelled. Raises :class:`UnknownJob`; a finished job is returned as is.
+    """
+    directory = job_dir(workspace, job_id)
+    path = directory / RECORD_NAME
+    found = read_job_record(path)
+    if found.value is None:
+        reason = found.problems[0].error if found.problems else "no such job"
+        raise UnknownJob(f"job {job_id}: {reason}")
+    record = found.value
+    if record.terminal:
+        return record
+    request_cancel(directory)
+    if record.launcher == "sandbox" and _launcher_alive(record):
+        try:
+            os.kill(record.sandbox_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        current = read_job_record(path).value
+        if current is not None and current.terminal:
+            return current
+        if current is not None and current.sandbox_pid is not None and not process_alive(current.sandbox_pid):
+            break
+        time.sleep(0.1)
+    current = read_job_record(path).value or record
+    if current.terminal:
+        return current
+    if current.pgid is not None and group_members(current.pgid):
+        terminate_group(current.pgid)
+    if current.sandbox_pid is not None and current.sandbox_pid != os.getpid() and process_alive(current.sandbox_pid):
+        # The runner lives but did not answer in time; leave the record to it.
+        return current
+    fields = dict(current.raw)
+    fields.update(state="cancelled", finished_at=utc_timestamp(), message="cancelled; the job's runner was gone")
+    atomic_write_json(path, fields)
+    return read_job_record(path).value or current

@@ -1,0 +1,1 @@
+"""Screens the console pushes over the dashboard: help, confirmation, the kernel timeline."""

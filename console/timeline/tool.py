@@ -1,0 +1,170 @@
+"""``timeline`` command line: capture (alias decode), export, validate, measure.
+
+Exit codes: 0 success; 1 the measurement ran but the overhead verdict is not within target
+(measure only); 2 rejected or unusable input, with one ``timeline: <reasons>`` line on
+stderr; 130 interrupted. Data (JSON) goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILURE, EXIT_REJECTED, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _reject(reasons) -> int:
+    text = "; ".join(str(r) for r in reasons) if isinstance(reasons, (list, tuple)) else str(reasons)
+    print(f"timeline: {' '.join(text.split())}", file=sys.stderr)
+    return EXIT_REJECTED
+
+
+def _argv(text: str) -> list[str]:
+    value = json.loads(text)
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"command must be a JSON list of strings, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="timeline", description="Intra-kernel timeline tools (ATREXLT1).")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    for verb in ("capture", "decode"):
+        p = sub.add_parser(verb, help="decode a raw buffer; write trace, summary and receipt")
+        p.add_argument("--raw", required=True)
+        p.add_argument("--manifest", required=True)
+        p.add_argument("--dictionary", required=True)
+        p.add_argument("--clean-source", required=True)
+        p.add_argument("--instrumented-source", required=True)
+        p.add_argument("--binary")
+        p.add_argument("--workload-identity", required=True)
+        p.add_argument("--correctness", choices=("passed", "failed", "unknown"), default="unknown")
+        p.add_argument("--correctness-evidence")
+        p.add_argument("--measurement")
+        p.add_argument("--stage", choices=("exploration", "final"), default="exploration")
+        p.add_argument("--low-overhead-target", type=float, default=10.0)
+        p.add_argument("--interval", action="append", default=[], metavar="'START -> END'",
+                       help="named interval recomputed from canonical events (repeatable)")
+        p.add_argument("--output-dir", required=True)
+    p = sub.add_parser("export", help="write Chrome JSON and Perfetto protobuf traces")
+    p.add_argument("--receipt", help="take raw/manifest/dictionary from this receipt")
+    p.add_argument("--raw")
+    p.add_argument("--manifest")
+    p.add_argument("--dictionary")
+    p.add_argument("--output-dir", required=True)
+    p = sub.add_parser("validate", help="re-hash, re-decode and re-classify a receipt")
+    p.add_argument("receipt")
+    p = sub.add_parser("measure", help="ABBA/BAAB overhead of instrumented vs baseline, fresh processes")
+    p.add_argument("--baseline-command", required=True, help="JSON argv")
+    p.add_argument("--instrumented-command", required=True, help="JSON argv")
+    p.add_argument("--baseline-source", required=True)
+    p.add_argument("--instrumented-source", required=True)
+    p.add_argument("--baseline-binary")
+    p.add_argument("--instrumented-binary")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--min-blocks", type=int, default=2)
+    p.add_argument("--max-blocks", type=int, default=2)
+    p.add_argument("--ci-width", type=float, help="stop once the 95%% interval is narrower (percentage points)")
+    p.add_argument("--target-percent", type=float, default=10.0)
+    p.add_argument("--workload-identity")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    p.add_argument("--output", required=True)
+    return parser
+
+
+def run_capture(args) -> int:
+    from .decode import CaptureRejected
+    from .manifest import SpecError
+    from .receipt import ReceiptError, write_capture
+
+    try:
+        receipt = write_capture(
+            raw=args.raw, manifest=args.manifest, dictionary=args.dictionary, clean_source=args.clean_source,
+            instrumented_source=args.instrumented_source, binary=args.binary,
+            workload_identity=args.workload_identity, correctness=args.correctness,
+            correctness_evidence=args.correctness_evidence, measurement=args.measurement, stage=args.stage,
+            low_overhead_target=args.low_overhead_target, output_dir=args.output_dir,
+            intervals=tuple(args.interval))
+    except CaptureRejected as exc:
+        return _reject(exc.problems)
+    except (SpecError, ReceiptError) as exc:
+        return _reject(str(exc))
+    except (OSError, ValueError) as exc:
+        return _reject(f"{type(exc).__name__}: {exc}")
+    print(json.dumps({"receipt": str(Path(args.output_dir) / "receipt.json"),
+                      "evidence_class": receipt["evidence_class"],
+                      "classification_reasons": receipt["classification_reasons"]}, sort_keys=True))
+    return EXIT_OK
+
+
+def run_export(args) -> int:
+    from . import export
+    from .decode import CaptureRejected, decode
+    from .files import atomic_write
+    from .manifest import SpecError, load_json, parse_dictionary, parse_manifest
+
+    try:
+        if args.receipt:
+            receipt = load_json(args.receipt)
+            base = Path(args.receipt).parent
+            raw, manifest, dictionary = (base / receipt["raw"], base / receipt["manifest"],
+                                         base / receipt["event_dictionary"])
+        elif args.raw and args.manifest and args.dictionary:
+            raw, manifest, dictionary = args.raw, args.manifest, args.dictionary
+        else:
+            return _reject("export needs --receipt or all of --raw, --manifest, --dictionary")
+        capture = decode(Path(raw).read_bytes(), parse_manifest(load_json(manifest)),
+                         parse_dictionary(load_json(dictionary)))
+    except CaptureRejected as exc:
+        return _reject(exc.problems)
+    except (SpecError, OSError, ValueError, KeyError, TypeError) as exc:
+        return _reject(f"{type(exc).__name__}: {exc}")
+    out = Path(args.output_dir)
+    atomic_write(out / export.JSON_TRACE_NAME, export.chrome_trace_bytes(capture))
+    atomic_write(out / export.PROTO_TRACE_NAME, export.perfetto_trace_bytes(capture))
+    print(json.dumps({"chrome_json": str(out / export.JSON_TRACE_NAME),
+                      "perfetto_protobuf": str(out / export.PROTO_TRACE_NAME)}, sort_keys=True))
+    return EXIT_OK
+
+
+def run_validate(args) -> int:
+    from .receipt import validate_receipt
+
+    reasons = validate_receipt(args.receipt)
+    if reasons:
+        return _reject(reasons)
+    print(json.dumps({"receipt": args.receipt, "valid": True}, sort_keys=True))
+    return EXIT_OK
+
+
+def run_measure(args) -> int:
+    from .measure import MeasureConfig, MeasureError, measure
+
+    try:
+        config = MeasureConfig(
+            baseline_command=_argv(args.baseline_command), instrumented_command=_argv(args.instrumented_command),
+            baseline_source=args.baseline_source, instrumented_source=args.instrumented_source,
+            baseline_binary=args.baseline_binary, instrumented_binary=args.instrumented_binary,
+            output=args.output, warmup=args.warmup, iterations=args.iterations, min_blocks=args.min_blocks,
+            max_blocks=max(args.max_blocks, args.min_blocks), ci_width=args.ci_width,
+            target_percent=args.target_percent, timeout=args.timeout, workload_identity=args.workload_identity)
+        artifact = measure(config)
+    except (MeasureError, ValueError, OSError) as exc:
+        return _reject(str(exc))
+    keys = ("baseline_ms", "instrumented_ms", "overhead_percent", "interval", "rank_test", "verdict",
+            "blocks", "stop_reason")
+    print(json.dumps({k: artifact[k] for k in keys}, sort_keys=True))
+    return EXIT_OK if artifact["verdict"] == "within_target" else EXIT_FAILURE
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"capture": run_capture, "decode": run_capture, "export": run_export,
+                "validate": run_validate, "measure": run_measure}
+    try:
+        return handlers[args.verb](args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED

@@ -1,0 +1,153 @@
+"""Evaluator pieces that need no GPU: contract loading, RESULT_JSON, the worker watchdog."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+
+import evaluate  # noqa: E402
+from problem_contract import Case, ProblemError, load_contract, select_cases  # noqa: E402
+
+PROBLEM = REPO / "examples" / "problems" / "row_softmax"
+PREFIX = "[test_kernel] RESULT_JSON="
+
+
+def copy_problem(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name in ("definition.json", "workload.jsonl", "reference.py", "input.py"):
+        shutil.copy(PROBLEM / name, ws / name)
+    shutil.copy(PROBLEM / "kernel_naive.py", ws / "kernel.py")
+    return ws
+
+
+def test_definition_layout_gives_uuids_and_definition_axis_order():
+    contract = load_contract(PROBLEM)
+    assert contract.layout == "definition"
+    assert [(c.axes["rows"], c.axes["cols"]) for c in contract.cases] == [
+        (4096, 1024), (8192, 2048), (2048, 8192), (16384, 512), (1024, 32768)
+    ]
+    first = contract.cases[0]
+    assert first.shape_id == "4923a465-819c-5029-b058-8d37b554d4c9"
+    assert first.label == "sid=0 rows=4096 cols=1024"
+
+
+def test_agent_problem_and_shapes_layouts(tmp_path):
+    (tmp_path / "input.py").write_text("def make_inputs(axes, seed):\n    return ()\n")
+    (tmp_path / "shapes.json").write_text(json.dumps([{"n": 4}, {"id": "big", "n": 1 << 20}]))
+    contract = load_contract(tmp_path)
+    assert contract.layout == "shapes"
+    assert [(c.shape_id, c.axes) for c in contract.cases] == [("0", {"n": 4}), ("big", {"n": 1 << 20})]
+    (tmp_path / "agent_problem.json").write_text(json.dumps({"shapes": [{"uuid": "u1", "axes": {"m": 8}}]}))
+    contract = load_contract(tmp_path)
+    assert contract.layout == "agent_problem"
+    assert contract.cases == (Case(0, "u1", {"m": 8}),)
+
+
+def test_broken_contracts_name_file_and_offset(tmp_path):
+    with pytest.raises(ProblemError, match="no contract"):
+        load_contract(tmp_path)
+    (tmp_path / "definition.json").write_text("{}")
+    (tmp_path / "workload.jsonl").write_bytes(b'{"workload": {"uuid": "a", "axes": {"n": 1}}}\n{"workload": 3}\n')
+    with pytest.raises(ProblemError, match=r"workload.jsonl@46: bad workload line"):
+        load_contract(tmp_path)
+    (tmp_path / "definition.json").unlink()
+    (tmp_path / "shapes.json").write_text("[{}]")
+    with pytest.raises(ProblemError, match="needs input.py"):
+        load_contract(tmp_path)
+
+
+def test_select_by_index_id_and_comma_lists():
+    cases = load_contract(PROBLEM).cases
+    chosen = select_cases(cases, ["3", "4923a465-819c-5029-b058-8d37b554d4c9,4", "3"])
+    assert [c.index for c in chosen] == [3, 0, 4]
+    assert select_cases(cases, []) == cases
+    with pytest.raises(ProblemError, match="unknown shape '9'"):
+        select_cases(cases, ["9"])
+
+
+def test_result_aggregates_only_complete_measurements():
+    cases = (Case(0, "a", {"n": 1}), Case(1, "b", {"n": 2}))
+    good = {
+        0: {"ok": True, "latency_us": 10.0, "ref_latency_us": 40.0, "max_abs_err": 1e-6, "max_rel_err": 1e-5},
+        1: {"ok": True, "latency_us": 40.0, "ref_latency_us": 40.0, "max_abs_err": 3e-6, "max_rel_err": 2e-5},
+    }
+    result = evaluate.build_result(cases, good, eval_id="e1")
+    assert result["all_pass"] is True and result["failures"] == []
+    assert result["latency_us_geomean"] == 20.0 and result["latency_us_arith_mean"] == 25.0
+    assert result["speedup_vs_ref_geomean"] == 2.0
+    assert result["latency_us_by_shape"] == {"a": 10.0, "b": 40.0}
+    assert (result["max_abs_err"], result["max_rel_err"]) == (3e-6, 2e-5)
+    partial = evaluate.build_result(cases, {0: good[0], 1: {"ok": False, "failure": "sid=1: correctness mismatch"}}, eval_id="e2")
+    assert partial["all_pass"] is False and partial["failures"] == ["sid=1: correctness mismatch"]
+    assert partial["latency_us_geomean"] is None and partial["speedup_vs_ref_geomean"] is None
+    assert partial["latency_us_by_shape"] == {"a": 10.0}
+    assert evaluate.build_result(cases, {}, eval_id="e3")["failures"] == ["sid=0: not evaluated", "sid=1: not evaluated"]
+    line = evaluate.result_line(result)
+    assert line.startswith(PREFIX) and json.loads(line[len(PREFIX):]) == result
+
+
+def run_evaluator(ws: Path, *args: str) -> tuple[int, dict, str]:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "evaluate.py"), *args], cwd=ws, capture_output=True, text=True, timeout=60
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(PREFIX)]
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return proc.returncode, json.loads(lines[0][len(PREFIX):]), proc.stdout
+
+
+def test_bad_contract_still_prints_one_result(tmp_path):
+    code, result, _ = run_evaluator(tmp_path)
+    assert code == 1 and result["all_pass"] is False
+    assert result["failures"][0].startswith("contract: ")
+    code, result, _ = run_evaluator(copy_problem(tmp_path), "--shape-id", "77")
+    assert code == 1 and "unknown shape '77'" in result["failures"][0]
+
+
+def test_missing_reference_function_fails_every_selected_shape(tmp_path):
+    ws = copy_problem(tmp_path)
+    (ws / "reference.py").write_text("x = 1\n")
+    code, result, stdout = run_evaluator(ws, "--shape-id", "1,2")
+    assert code == 1
+    assert result["failures"] == [
+        "sid=1: problem could not be loaded: ProblemError: reference.py defines no reference()",
+        "sid=2: problem could not be loaded: ProblemError: reference.py defines no reference()",
+    ]
+    assert "[test_kernel] sid=1 rows=8192 cols=2048" in stdout
+
+
+def test_hung_worker_is_killed_with_its_process_group(tmp_path):
+    ws = copy_problem(tmp_path)
+    pid_file = tmp_path / "child.pid"
+    # reference.py is imported first by the worker; this one starts a grandchild and hangs.
+    (ws / "reference.py").write_text(
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(300)\n"
+    )
+    started = time.monotonic()
+    code, result, _ = run_evaluator(ws, "--shape-id", "0", "--start-timeout", "1", "--shape-timeout", "1")
+    assert time.monotonic() - started < 20
+    assert code == 1
+    assert result["failures"] == ["sid=0: worker did not reach a shape within 2s (kernel.py import hang?)"]
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the worker's child survived the watchdog")

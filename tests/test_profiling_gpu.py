@@ -1,0 +1,70 @@
+"""End to end on a GPU: tools/profile_nvidia.sh under ncu on the pattern kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "profile_nvidia.sh"
+CASES = ROOT / "examples" / "ncu_patterns" / "cases.py"
+
+sys.path.insert(0, str(ROOT))
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute")]
+
+
+def _profile(tmp_path: Path, case: str, level: str, regex: str, *flags: str) -> tuple[Path, subprocess.CompletedProcess]:
+    out = tmp_path / f"{case}-{level}"
+    env = dict(os.environ, PROFILE_LEVEL=level, PROFILE_KERNEL_REGEX=regex)
+    proc = subprocess.run(
+        [str(TOOL), str(CASES), "--output-dir", str(out), "--launch-skip", "1", "--launch-count", "1", *flags,
+         "--", "--case", case],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    return out, proc
+
+
+def test_sol_profile_of_the_copy_kernel_is_memory_bound(tmp_path):
+    (tmp_path / "kernel.py").write_text("# the file a reused profile is checked against\n")
+    out, proc = _profile(tmp_path, "copy", "sol", "^copy_f32$")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((out / "gateway_profile.json").read_text())
+    assert doc["profiler"] == "ncu" and doc["level"] == "sol"
+    (kernel,) = doc["kernels"]
+    assert kernel["name"] == "copy_f32" and kernel["bound"] == "memory"
+    assert kernel["duration"] > 0 and kernel["dram_pct"] > 50
+    assert "_mem" in {d["id"] for d in kernel["diagnostics"]}
+    import hashlib
+
+    assert doc["kernel_sha256"] == hashlib.sha256((tmp_path / "kernel.py").read_bytes()).hexdigest()
+    assert (out / "ncu.ncu-rep").is_file()
+    from console.profiling.summary_text import parse
+
+    summary = parse((out / "summary.txt").read_text())
+    assert summary["kernel"] == "copy_f32" and "memory-bound" in summary["symptoms"]
+
+
+def test_deep_source_profile_finds_bank_conflicts_and_localizes_them(tmp_path):
+    out, proc = _profile(tmp_path, "bank_conflict", "deep", "^smem_column_read$", "--source")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "ncu_source.ncu-rep").is_file()
+    doc = json.loads((out / "gateway_profile.json").read_text())
+    (kernel,) = doc["kernels"]
+    assert "H" in {d["id"] for d in kernel["diagnostics"]}
+    manifest = json.loads((out / "analysis" / "source_evidence_manifest.json").read_text())
+    status = {e["name"]: e["status"] for e in manifest["evidence"]}
+    assert status["warp_stalls_line_run"] == "ok" and status["disasm_run"] == "ok"
+    assert doc["localize"] and all((out / rel).is_file() for rel in doc["localize"])
+
+
+def test_deep_without_a_kernel_filter_is_a_usage_error(tmp_path):
+    proc = subprocess.run([str(TOOL), str(CASES), "--output-dir", str(tmp_path / "x")],
+                          env=dict(os.environ, PROFILE_LEVEL="deep"), capture_output=True, text=True)
+    assert proc.returncode == 2 and "PROFILE_KERNEL_REGEX" in proc.stderr

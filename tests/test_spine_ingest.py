@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.episode import events as ev
+from console.episode.ingest import Ingest, classify
+from console.episode.session import Session
+from console.episode.workspace import WorkspaceError, resolve_workspace
+
+from spine_helpers import git, line, make_campaign, tele, write_lines
+
+EPISCOPE = [sys.executable, "-m", "console.cli"]
+
+
+@pytest.fixture()
+def campaign(tmp_path):
+    return make_campaign(tmp_path)
+
+
+def test_resolve_from_worktree_and_from_campaign(campaign):
+    root, worktree, _ = campaign
+    from_worktree = resolve_workspace(worktree)
+    from_root = resolve_workspace(root)
+    assert from_worktree.campaign_root == root.resolve()
+    assert from_worktree.worktree == worktree.resolve()
+    assert from_root.worktree == worktree.resolve()  # found through active_episode.json
+    assert from_root.worktrees == (worktree.resolve(),)
+
+
+def test_not_a_workspace_is_a_clear_error(tmp_path):
+    with pytest.raises(WorkspaceError, match="not an episode workspace"):
+        resolve_workspace(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "rel, kind",
+    [
+        (".atrex_long_horizon/telemetry.jsonl", ev.TELEMETRY),
+        (".atrex_long_horizon/evaluations.jsonl", ev.EVALUATION),
+        (".atrex_long_horizon/episodes/e0003/attempt.json", ev.ATTEMPT),
+        (".atrex_long_horizon/sandbox/job-1/job.json", ev.JOB),
+        ("memory/v12.json", ev.MEMORY_VERSION),
+        ("memory/live.json", ev.LIVE_MEMORY),
+        ("memory/long_horizon_e0001.json", None),
+        ("profiles/episode_1/shape-0/summary.txt", ev.PROFILE),
+        ("timeline/run1/receipt.json", ev.TIMELINE_RECEIPT),
+        ("timeline/overhead.runs.jsonl", ev.MEASURE_RUN),
+        ("kernel.py", None),
+    ],
+)
+def test_classify(rel, kind):
+    assert classify(rel) == kind
+
+
+def test_scan_reads_campaign_and_worktree(campaign):
+    root, worktree, base = campaign
+    write_lines(worktree / ".atrex_long_horizon" / "telemetry.jsonl", [
+        tele("phase_started", 1.0, phase="profile"),
+        tele("phase_completed", 3.0, phase="profile"),
+    ])
+    state = Session(root).scan()
+    assert state.phase_totals["profile"].wall_seconds == pytest.approx(2.0)
+    assert state.active_episode.episode == 1
+    assert [v.version for v in state.versions] == [0]
+    assert state.git.branch == "atrex/long-e0001-abcdef12"
+    assert state.git.base_commit == base
+
+
+def test_broken_lines_are_reported_with_offsets_and_good_ones_kept(campaign):
+    _, worktree, _ = campaign
+    path = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+    good = line(tele("phase_started", 1.0, phase="profile"))
+    write_lines(path, [good, b"{not json\n", line(tele("phase_completed", 2.0, phase="profile")), b'{"event":"bogus"}\n'])
+    state = Session(worktree).scan()
+    assert state.phase_totals["profile"].intervals == 1
+    problems = {(Path(u.path).name, u.offset) for u in state.unreadable}
+    assert ("telemetry.jsonl", len(good)) in problems
+    assert len(state.unreadable) == 2
+
+
+def test_refresh_reads_only_new_lines_and_new_documents(campaign):
+    root, worktree, _ = campaign
+    path = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+    write_lines(path, [tele("phase_started", 1.0, phase="profile")])
+    session = Session(worktree)
+    session.scan()
+    write_lines(path, [tele("phase_completed", 4.0, phase="profile")])
+    new = session.refresh([str(path)])
+    assert [e.kind for e in new] == [ev.TELEMETRY]
+    assert session.state.phase_totals["profile"].wall_seconds == pytest.approx(3.0)
+    (root / "memory" / "v1.json").write_text(json.dumps({"version": 1, "performance": {"latency_us_geomean": 80.0}}))
+    new = session.refresh([str(root / "memory" / "v1.json")])
+    assert [e.kind for e in new] == [ev.MEMORY_VERSION]
+    assert [v.version for v in session.state.versions] == [0, 1]
+
+
+def test_removed_document_disappears(campaign):
+    root, worktree, _ = campaign
+    session = Session(root)
+    assert session.scan().active_episode is not None
+    os.unlink(root / ".atrex_long_horizon" / "active_episode.json")
+    session.refresh([str(root / ".atrex_long_horizon" / "active_episode.json")])
+    assert session.state.active_episode is None
+
+
+def test_guards_see_protected_edits_and_bad_candidates(campaign):
+    root, worktree, base = campaign
+    (worktree / "profile_driver.py").write_text("print('tampered')\n")
+    (worktree / "kernel.py").write_text("// ATREX_TIMELINE_ENABLED\ndef kernel(x):\n    return x * 1\n")
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-q", "-m", "candidate")
+    head = git(worktree, "rev-parse", "HEAD")
+    (worktree / ".atrex_long_horizon").mkdir(exist_ok=True)
+    (worktree / ".atrex_long_horizon" / "handoff.json").write_text(json.dumps({"status": "candidate_ready", "candidate_commit": head}))
+    (worktree / "memory" / "v0.json").write_text("{}")  # protected, uncommitted
+    state = Session(worktree).scan()
+    codes = {a.code for a in state.alerts}
+    assert {"candidate_scope", "instrumented_candidate", "protected_path_modified", "instrumented_kernel"} <= codes
+    assert state.git.candidate_changes == ("kernel.py", "profile_driver.py")
+
+
+def test_status_json_and_exit_codes(campaign, tmp_path):
+    root, worktree, _ = campaign
+    write_lines(worktree / ".atrex_long_horizon" / "telemetry.jsonl", [tele("phase_started", 1.0, phase="research")])
+    out = subprocess.run([*EPISCOPE, "status", str(root), "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    for key in ("schema_version", "campaign", "episode", "phases", "orchestration_seconds", "source_reads", "sandbox",
+                "evaluations", "incumbent", "versions", "profiles", "alerts", "unreadable"):
+        assert key in doc
+    assert doc["episode"]["number"] == 1
+    assert doc["episode"]["mode"] == "full"
+    assert doc["phases"]["research"]["active"] is True
+    bad = subprocess.run([*EPISCOPE, "status", str(tmp_path / "nope")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_events_prints_json_lines_with_provenance(campaign):
+    _, worktree, _ = campaign
+    write_lines(worktree / ".atrex_long_horizon" / "telemetry.jsonl", [tele("phase_started", 1.0, phase="profile")])
+    out = subprocess.run([*EPISCOPE, "events", str(worktree), "--kind", "telemetry"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(l) for l in out.stdout.splitlines()]
+    assert len(rows) == 1
+    assert rows[0]["offset"] == 0
+    assert rows[0]["data"]["phase"] == "profile"
+
+
+def test_headless_verbs_never_import_textual(campaign):
+    root, _, _ = campaign
+    code = (
+        "import sys, io, contextlib\n"
+        "from console.cli import main\n"
+        "with contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO())):\n"
+        f"    main(['status', {str(root)!r}, '--json'])\n"
+        f"    main(['events', {str(root)!r}])\n"
+        "    main(['jobs', " + repr(str(root)) + ", '--json'])\n"
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""

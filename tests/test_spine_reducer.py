@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import pytest
+
+from console.episode import events as ev
+from console.episode.events import Event
+from console.episode.reducer import Reducer, fold
+from console.formats.telemetry import telemetry_from_obj
+
+from spine_helpers import tele
+
+
+def events(*records, path="/w/.atrex_long_horizon/telemetry.jsonl"):
+    out = []
+    for offset, record in enumerate(records):
+        parsed = telemetry_from_obj(record)
+        out.append(Event(ev.TELEMETRY, path, offset * 100, parsed.epoch, parsed))
+    return out
+
+
+def test_paired_phases_are_explicit_with_wall_time():
+    state = fold(
+        events(
+            tele("phase_started", 10.0, phase="profile"),
+            tele("phase_completed", 25.0, phase="profile"),
+            tele("phase_started", 30.0, phase="planning"),
+            tele("phase_completed", 31.5, phase="planning"),
+        )
+    )
+    assert state.phase_totals["profile"].wall_seconds == pytest.approx(15.0)
+    assert state.phase_totals["profile"].measurement == "explicit"
+    assert state.phase_totals["planning"].intervals == 1
+    # 21.5 s between first and last marker, 16.5 s attributed to phases.
+    assert state.orchestration_seconds == pytest.approx(5.0)
+    assert state.active_phase is None
+    assert not state.alerts
+
+
+@pytest.mark.parametrize(
+    "records, phase, reason",
+    [
+        (
+            [tele("phase_started", 1.0, phase="profile"), tele("phase_started", 4.0, phase="research"), tele("phase_completed", 5.0, phase="research")],
+            "profile",
+            "overlapping",
+        ),
+        ([tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 3.0, phase="planning")], "profile", "mismatched_end"),
+        ([tele("phase_completed", 3.0, phase="benchmark")], "benchmark", "orphan_end"),
+    ],
+)
+def test_invalid_markers_make_partial_spans_that_are_kept(records, phase, reason):
+    state = fold(events(*records))
+    partial = [s for s in state.phase_spans if s.measurement == "partial"]
+    assert [(s.phase, s.reason) for s in partial] == [(phase, reason)]
+    assert state.phase_totals[phase].measurement == "partial"
+    assert state.partial_reasons[reason] == 1
+    assert any(a.code == "phase_markers_invalid" for a in state.alerts)
+
+
+def test_unclosed_phase_is_the_active_phase_and_not_counted():
+    state = fold(events(tele("phase_started", 1.0, phase="implementation")))
+    assert state.active_phase.phase == "implementation"
+    assert state.active_phase.reason == "unclosed"
+    assert "implementation" not in state.phase_totals
+
+
+def test_attempts_pair_separately():
+    state = fold(
+        events(
+            tele("phase_started", 1.0, phase="profile", attempt="invocation-1"),
+            tele("phase_started", 2.0, phase="profile", attempt="invocation-2"),
+            tele("phase_completed", 3.0, phase="profile", attempt="invocation-1"),
+            tele("phase_completed", 7.0, phase="profile", attempt="invocation-2"),
+        )
+    )
+    assert state.phase_totals["profile"].wall_seconds == pytest.approx(2.0 + 5.0)
+    assert state.phase_totals["profile"].measurement == "explicit"
+
+
+def test_sandbox_operations_and_source_reads():
+    state = fold(
+        events(
+            tele("source_read", 1.0, source_kind="workspace", reference="profiles/episode_1/summary.txt"),
+            tele("sandbox_operation_started", 2.0, operation_id="sandbox-1-1", category="profile"),
+            tele("sandbox_operation_started", 2.5, operation_id="sandbox-1-2", category="benchmark"),
+            tele("sandbox_operation_completed", 9.0, operation_id="sandbox-1-1", category="profile", duration_seconds=7.0, status="succeeded", exit_status=0),
+        )
+    )
+    assert [r.reference for r in state.source_reads] == ["profiles/episode_1/summary.txt"]
+    by_id = {op.operation_id: op for op in state.sandbox_operations}
+    assert by_id["sandbox-1-1"].status == "succeeded"
+    assert by_id["sandbox-1-1"].duration_seconds == 7.0
+    assert by_id["sandbox-1-2"].status == "running"
+    assert by_id["sandbox-1-2"].duration_seconds is None  # unknown, not 0
+
+
+def test_more_than_four_running_sandbox_jobs_is_an_alert():
+    records = [tele("sandbox_operation_started", float(i), operation_id=f"op-{i}", category="dev") for i in range(5)]
+    state = fold(events(*records))
+    assert [a.code for a in state.alerts] == ["sandbox_concurrency"]
+
+
+def test_snapshot_is_immutable_while_the_reducer_goes_on():
+    reducer = Reducer()
+    reducer.feed(events(tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 2.0, phase="profile")))
+    first = reducer.snapshot()
+    reducer.feed(events(tele("phase_started", 3.0, phase="profile"), tele("phase_completed", 5.0, phase="profile"), path="/w/other.jsonl"))
+    second = reducer.snapshot()
+    assert len(first.phase_spans) == 1
+    assert len(second.phase_spans) == 2
+    assert first.phase_totals["profile"].wall_seconds == pytest.approx(1.0)
+    assert reducer.snapshot() is second  # unchanged reducer: same snapshot object
+
+
+def test_fold_telemetry_equals_feeding_events():
+    records = [
+        tele("phase_started", 1.0, phase="profile"),
+        tele("source_read", 1.5, source_kind="gpu_wiki", reference="wiki/smem.md"),
+        tele("phase_completed", 4.0, phase="profile"),
+        tele("phase_started", 5.0, phase="planning"),
+    ]
+    via_events = fold(events(*records))
+    reducer = Reducer()
+    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", [telemetry_from_obj(r) for r in records])
+    direct = reducer.snapshot()
+    assert list(direct.phase_spans) == list(via_events.phase_spans)
+    assert direct.phase_totals == via_events.phase_totals
+    assert direct.orchestration_seconds == via_events.orchestration_seconds
+    assert direct.active_phase == via_events.active_phase
+
+
+def test_removed_line_file_drops_what_it_said():
+    path = "/w/.atrex_long_horizon/telemetry.jsonl"
+    reducer = Reducer().feed(events(tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 2.0, phase="profile"), path=path))
+    reducer.feed([Event(ev.REMOVED, path, None, None, ev.TELEMETRY)])
+    assert reducer.snapshot().phase_totals == {}

@@ -1,0 +1,149 @@
+"""The CUDA probe on a real GPU: captures decode, status bits fire, a disabled build is silent.
+
+Run on the GPU machine: PYTHONPATH=. python3 -m pytest -m gpu tests/test_timeline_gpu.py
+With ATREX_TIMELINE_FIXTURE_DIR set, the raw captures are also written there (they become
+the CPU tests' fixtures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "skills" / "autonomous-gpu-kernel-timeline" / "backends"))
+
+from console.timeline import abi  # noqa: E402
+from console.timeline.decode import CaptureRejected, decode  # noqa: E402
+from console.timeline.manifest import EVENTS_SCHEMA, MANIFEST_SCHEMA, parse_dictionary, parse_manifest  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+KERNEL = r"""
+extern "C" __global__ void fixture_kernel(float* out, int iters, void* timeline) {
+  const unsigned int warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+  // writers: ordinal 0 = warp 0 lane 0, 1 = warp 1 lane 5, 2 = warp 3 lane 0 (warp 2 silent)
+  const bool writer = (warp == 0u && lane == 0u) || (warp == 1u && lane == 5u) || (warp == 3u && lane == 0u);
+  const unsigned int ordinal = warp == 0u ? 0u : (warp == 1u ? 1u : 2u);
+  atrex::timeline::Recorder rec(timeline, ordinal, writer);
+  float acc = static_cast<float>(threadIdx.x);
+  rec.instant(atrex_sites::start, blockIdx.x + 10u * blockIdx.y);
+  for (int it = 0; it < iters; ++it) {
+    rec.begin(atrex_sites::mainloop, it);
+    rec.begin(atrex_sites::compute, it);
+    for (int k = 0; k < 200 * (1 + (int)warp); ++k) acc = fmaf(acc, 0.999f, 0.5f);
+    if (it > 0) rec.end(atrex_sites::carry, it - 1);
+    rec.end(atrex_sites::compute, it);
+    rec.begin(atrex_sites::carry, it);
+    rec.counter(atrex_sites::progress, static_cast<unsigned int>(acc));
+    rec.end(atrex_sites::mainloop, it);
+  }
+  rec.end(atrex_sites::carry, iters - 1);
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
+}
+"""
+DICTIONARY = {
+    "schema": EVENTS_SCHEMA,
+    "sites": [
+        {"site_id": 1, "name": "mainloop", "kind": "range", "boundary_semantics": "issue order"},
+        {"site_id": 2, "name": "compute", "kind": "range"},
+        {"site_id": 3, "name": "carry", "kind": "range", "async_domain": "crosses iterations"},
+        {"site_id": 7, "name": "start", "kind": "instant"},
+        {"site_id": 9, "name": "progress", "kind": "counter"},
+    ],
+}
+GRID, BLOCK, ITERS = (3, 2, 1), (128, 1, 1), 6
+EVENTS_PER_WRITER = 7 * ITERS + 1
+
+
+def manifest(launch_id: int, rpo: int, grid=GRID) -> dict:
+    return {
+        "schema": MANIFEST_SCHEMA, "backend": "cuda", "grid": list(grid), "block": list(BLOCK),
+        "launch_id": launch_id, "records_per_owner": rpo,
+        "owner_layout": {"kind": "cta_writers", "writers": [
+            {"ordinal": 0, "label": "warp0", "warp": 0, "lane": 0, "group": "producer"},
+            {"ordinal": 1, "label": "warp1.lane5", "warp": 1, "lane": 5, "thread": 37},
+            {"ordinal": 2, "label": "warp3", "thread": 96},
+        ]},
+    }
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    cupy = pytest.importorskip("cupy")
+    from cuda_backend import cupy_adapter
+
+    return cupy, cupy_adapter
+
+
+def _launch(cuda, man: dict, enabled: bool = True, buf=None, launch_grid=GRID):
+    cupy, adapter = cuda
+    mod = adapter.compile_module(KERNEL, DICTIONARY, enabled=enabled, source_name="fixture_kernel.cu",
+                                 options=("-std=c++17", "-arch=sm_90"))
+    buf = buf or adapter.TimelineBuffer(man)
+    out = cupy.zeros(GRID[0] * GRID[1] * BLOCK[0], dtype=cupy.float32)
+    mod.get_function("fixture_kernel")(launch_grid, BLOCK, (out, np.int32(ITERS), np.uint64(buf.ptr)))
+    cupy.cuda.runtime.deviceSynchronize()
+    return buf
+
+
+def _keep(name: str, raw: bytes, man: dict, cuda) -> None:
+    where = os.environ.get("ATREX_TIMELINE_FIXTURE_DIR")
+    if not where:
+        return
+    _, adapter = cuda
+    out = Path(where)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.bin").write_bytes(raw)
+    (out / f"{name}.manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
+    (out / "fixture.events.json").write_text(json.dumps(DICTIONARY, indent=2, sort_keys=True) + "\n")
+    (out / "fixture_kernel.cu").write_text(KERNEL)
+    (out / "fixture_kernel.instrumented.cu").write_text(
+        adapter.instrument_source(KERNEL, DICTIONARY, source_name="fixture_kernel.cu"))
+
+
+def test_capture_decodes_with_every_kind_and_writer_layout(cuda):
+    man = manifest(41, 48)
+    raw = _launch(cuda, man).raw()
+    _keep("capture_ok", raw, man, cuda)
+    cap = decode(raw, parse_manifest(man), parse_dictionary(DICTIONARY))
+    owners = GRID[0] * GRID[1] * 3
+    assert cap.committed_records == owners * EVENTS_PER_WRITER
+    assert cap.ranges["owner"].size == owners * 3 * ITERS
+    claims = np.frombuffer(raw, "<u8", owners, abi.HEADER_BYTES + owners * 48 * 16)
+    assert int(claims[1 * 3 + 1]) == abi.claim_word(1, 37)  # cta 1, writer warp1.lane5
+    assert (cap.ranges["end_ns"] >= cap.ranges["begin_ns"]).all()
+    assert 1 <= np.unique(cap.events["sm"]).size <= 132
+
+
+def test_overflow_duplicate_and_bad_header_set_status_bits(cuda):
+    man = manifest(42, 16)
+    raw = _launch(cuda, man).raw()
+    _keep("capture_overflow", raw, man, cuda)
+    with pytest.raises(CaptureRejected) as err:
+        decode(raw, parse_manifest(man), parse_dictionary(DICTIONARY))
+    assert "status_overflow" in err.value.codes
+    assert abi.Header.unpack(raw).status == abi.STATUS_OVERFLOW
+    # a second launch on the same buffer finds every claim taken
+    man = manifest(43, 48)
+    buf = _launch(cuda, man)
+    raw = _launch(cuda, man, buf=buf).raw()
+    _keep("capture_duplicate", raw, man, cuda)
+    assert abi.Header.unpack(raw).status == abi.STATUS_DUPLICATE_OWNER
+    # a header written for another grid
+    man = manifest(44, 48, grid=(3, 1, 1))
+    raw = _launch(cuda, man).raw()
+    assert abi.Header.unpack(raw).status == abi.STATUS_BAD_HEADER
+    assert not any(raw[abi.HEADER_BYTES:])
+
+
+def test_disabled_build_writes_nothing(cuda):
+    man = manifest(45, 48)
+    raw = _launch(cuda, man, enabled=False).raw()
+    assert raw[: abi.HEADER_BYTES] == abi.new_header(GRID, BLOCK, 18, 48, 45).pack()
+    assert not any(raw[abi.HEADER_BYTES:])

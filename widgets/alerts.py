@@ -1,0 +1,39 @@
+"""Alerts from the guards: the loop's hard boundaries, checked on every state."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from console.episode.state import EpisodeState
+
+from .common import fmt, sync_table
+from .pane import Pane
+
+SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+class AlertsPane(Pane):
+    title = "Alerts"
+
+    def compose(self):
+        table = DataTable(id="alerts-table", cursor_type="row")
+        table.add_columns("sev", "code", "message")
+        yield table
+
+    def show_state(self, state: EpisodeState) -> None:
+        previous = self.state
+        super().show_state(state)
+        self.border_subtitle = str(len(state.alerts)) if state.alerts else ""
+        if previous is not None and previous.alerts == state.alerts:
+            return
+        rows = []
+        for index, alert in enumerate(state.alerts):
+            rows.append(
+                (
+                    f"{alert.code}:{alert.path}:{alert.message}:{index}",
+                    (Text(alert.severity, style=SEVERITY_STYLES.get(alert.severity, "")), alert.code,
+                     alert.message + (f"  ({fmt(alert.path)})" if alert.path else "")),
+                )
+            )
+        sync_table(self.query_one(DataTable), rows, self.filter_text)

@@ -1,0 +1,49 @@
+"""Canonical memory versions: latency (or score) per ``memory/v<N>.json``."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from console.episode.state import EpisodeState
+
+from .common import NA, fmt, get, number, short_sha, sync_table
+from .pane import Pane
+
+
+class VersionsPane(Pane):
+    title = "Versions"
+
+    def compose(self):
+        table = DataTable(id="versions-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("ver", "latency µs", "score", "gate", "subject", "commit")
+        yield table
+
+    def show_state(self, state: EpisodeState) -> None:
+        previous = self.state
+        super().show_state(state)
+        if previous is not None and previous.versions is state.versions:
+            return
+        incumbent = {point[0] for point in state.incumbent_curve[-1:]} if state.incumbent_curve else set()
+        rows = []
+        for record in state.versions:
+            version = get(record, "version")
+            latency = get(record, "latency_us_geomean")
+            if latency is None:
+                latency = get(record, "latency_us")
+            gate = get(record, "quality_gate_result") or get(record, "correctness_status") or NA
+            label = Text(f"v{version}" if version is not None else NA, style="bold green" if version in incumbent else "")
+            rows.append(
+                (
+                    f"v{version}:{get(record, 'timestamp')}",
+                    (
+                        label,
+                        fmt(number(latency), ".3f"),
+                        fmt(number(get(record, "performance_score")), ".4f"),
+                        Text(gate, style="green" if gate == "PASS" else "red" if gate in ("FAIL", "TIMEOUT_FAIL") else ""),
+                        fmt(get(record, "measurement_subject")),
+                        short_sha(get(record, "git_commit_hash"), 8),
+                    ),
+                )
+            )
+        sync_table(self.query_one(DataTable), rows, self.filter_text)
