@@ -78,7 +78,7 @@ class Workload:
         sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
         self.grid = sms * ctas_per_sm
         mod = compile_module(KERNEL, DICTIONARY, enabled=enabled, source_name="stream_poly.cu",
-                             options=("-std=c++17", "-arch=sm_90"))
+                             options=("-std=c++17",))
         self.fn = mod.get_function("stream_poly")
         cupy.random.seed(1)
         self.x = cupy.random.uniform(-0.9, 0.9, size=N4 * 4, dtype=cupy.float32)

@@ -36,18 +36,19 @@ class OperatorAction:
     key: str
     title: str
     description: str
+    label: str  # the footer's short name
     needs_kernel: bool = False  # targets the kernel selected in the profile funnel
 
 
 ACTIONS: tuple[OperatorAction, ...] = (
-    OperatorAction("profile_survey", "s", "Profile: survey", "time every kernel (ncu gpu__time_duration)"),
-    OperatorAction("profile_sol", "o", "Profile: sol", "speed-of-light throughput of the top kernels"),
-    OperatorAction("profile_deep", "d", "Profile: deep", "ncu --set full on the kernel selected in the funnel", True),
-    OperatorAction("profile_source", "S", "Profile: --source", "source-line evidence for the selected kernel", True),
-    OperatorAction("correctness_run", "c", "Correctness run", "test_kernel.py --multi-seed 3"),
-    OperatorAction("benchmark_run", "b", "Benchmark run", "test_kernel.py latency per shape"),
-    OperatorAction("timeline_measure", "m", "Timeline measure", "baseline vs instrumented overhead, ABBA blocks"),
-    OperatorAction("abba_compare", "a", "ABBA compare", "incumbent vs candidate in one GPU allocation"),
+    OperatorAction("profile_survey", "s", "Profile: survey", "time every kernel (ncu gpu__time_duration)", "survey"),
+    OperatorAction("profile_sol", "o", "Profile: sol", "speed-of-light throughput of the top kernels", "sol"),
+    OperatorAction("profile_deep", "d", "Profile: deep", "ncu --set full on the kernel selected in the funnel", "deep", True),
+    OperatorAction("profile_source", "S", "Profile: --source", "source-line evidence for the selected kernel", "source", True),
+    OperatorAction("correctness_run", "c", "Correctness run", "test_kernel.py --multi-seed 3", "correct"),
+    OperatorAction("benchmark_run", "b", "Benchmark run", "test_kernel.py latency per shape", "bench"),
+    OperatorAction("timeline_measure", "m", "Timeline measure", "baseline vs instrumented overhead, ABBA blocks", "measure"),
+    OperatorAction("abba_compare", "a", "ABBA compare", "incumbent vs candidate in one GPU allocation", "ABBA"),
 )
 ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
 

@@ -1,8 +1,8 @@
 """The operator console: one Textual app for live watching and for replay.
 
 The app never parses files. Live, a worker thread follows the workspace through
-``Session.follow`` and leaves the newest state in one slot; a 10 Hz timer draws the slot
-if it changed, so a flood of events costs at most ten redraws a second and each pane
+``Session.follow`` and leaves the newest state in one slot; a 5 Hz timer draws the slot
+if it changed, so a flood of events costs at most five redraws a second and each pane
 touches only the cells that changed. In replay, the same panes draw the states of a
 ``Replay`` on a virtual clock.
 """
@@ -23,6 +23,7 @@ from textual.containers import Container
 from textual.widgets import DataTable, Footer, Input
 
 from console.actions import ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, ActionRefused, JobLauncher, cancel
+from console.episode.events import REMOVED, TIMELINE_RECEIPT
 from console.episode.state import EpisodeState
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
@@ -37,7 +38,7 @@ from widgets.replay_bar import ReplayBar
 from widgets.unreadable_list import UnreadableList
 from widgets.versions import VersionsPane
 
-DRAW_SECONDS = 0.1  # at most ten redraws a second, however fast events arrive
+DRAW_SECONDS = 0.2  # at most five redraws a second, however fast events arrive
 TICK_SECONDS = 1.0  # the running phase grows this often without new events
 REPLAY_SECONDS = 0.1
 REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
@@ -71,7 +72,7 @@ class EpiscopeApp(App):
         Binding("slash", "filter", "filter", id="app.filter"),
         Binding("t", "open_timeline", "timeline", show=False, id="app.timeline"),
         *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, id=f"app.pane{n}") for n in range(1, 9)],
-        *[Binding(a.key, f"launch('{a.name}')", a.title.split(": ")[-1], id=f"job.{a.name}") for a in ACTIONS],
+        *[Binding(a.key, f"launch('{a.name}')", a.label, id=f"job.{a.name}") for a in ACTIONS],
         Binding("x", "cancel_job", "cancel", id="job.cancel"),
         Binding("space", "toggle_play", "play/pause", id="replay.play"),
         Binding("plus", "speed(1)", "faster", id="replay.faster"),
@@ -99,12 +100,23 @@ class EpiscopeApp(App):
         self.sample_gpu = sample_gpu
         self.recorder = recorder
         self.clock = clock
-        self.episode_state: EpisodeState = state or (replay.state() if replay is not None else EpisodeState())
+        if state is None and replay is not None:
+            state = replay.state()
+        if state is None and session is not None:
+            # Before the first scan lands, say at least which workspace this is.
+            workspace = session.workspace
+            state = EpisodeState(campaign_root=str(workspace.campaign_root), campaign=workspace.name,
+                                 worktree=str(workspace.worktree) if workspace.worktree else None)
+        self.episode_state: EpisodeState = state or EpisodeState()
         self._pending: EpisodeState | None = self.episode_state
         self._shown: EpisodeState | None = None
         self._stop = threading.Event()
         self._filter_target: Pane | None = None
         self._replay_last = time.monotonic()
+        self._receipt_paths: dict[str, None] = {}  # timeline receipts seen, in order
+        if session is not None:
+            self._watch_receipts(session)
+        self._availability: tuple | None = None
         self.draws = 0  # how many states were drawn (the load benchmark reads it)
 
     # -- layout ----------------------------------------------------------------------------
@@ -157,9 +169,24 @@ class EpiscopeApp(App):
         asyncio.run(self._follow(session))
 
     async def _follow(self, session) -> None:
-        async for state in session.follow(self._stop):
-            self._pending = state
+        # Batches may arrive a hundred times a second; a snapshot (and the guards it runs)
+        # is taken at most once per draw interval, and always after the last batch.
+        loop = asyncio.get_running_loop()
+        scheduled = None
+        last = 0.0
+
+        def publish() -> None:
+            nonlocal scheduled, last
+            scheduled, last = None, loop.time()
+            self._pending = session.state
             self._flush_recording()
+
+        async for _ in session.follow_events(self._stop):
+            if scheduled is None:
+                scheduled = loop.call_later(max(0.0, last + DRAW_SECONDS - loop.time()), publish)
+        if scheduled is not None:
+            scheduled.cancel()
+            publish()
 
     def _flush_recording(self) -> None:
         if self.recorder is not None:
@@ -186,7 +213,14 @@ class EpiscopeApp(App):
                 pane.show_state(state, now)
             elif not isinstance(pane, GpuPane):
                 pane.show_state(state)
-        self.refresh_bindings()
+        self.refresh_availability()
+
+    def refresh_availability(self) -> None:
+        """Redraw the footer only when what can run changed (a footer rebuild is costly)."""
+        key = tuple(self.why_blocked(a.name) for a in ACTIONS) + (self.why_blocked("cancel_job"),)
+        if key != self._availability:
+            self._availability = key
+            self.refresh_bindings()
 
     def _now(self) -> float | None:
         if self.replay is not None:
@@ -238,17 +272,18 @@ class EpiscopeApp(App):
         return None
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
+        # True: enabled; None: shown dimmed and refused; False: hidden and refused.
         if action in REPLAY_ACTIONS:
-            return True if self.mode == "replay" else None
+            return self.mode == "replay"
         if action == "launch":
-            return self.why_blocked(parameters[0]) is None
+            return True if self.why_blocked(parameters[0]) is None else None
         if action == "cancel_job":
-            return self.why_blocked("cancel_job") is None
+            return True if self.why_blocked("cancel_job") is None else None
         return True
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # The selected kernel or job decides which actions are available.
-        self.refresh_bindings()
+        self.refresh_availability()
 
     # -- operator actions ------------------------------------------------------------------
 
@@ -266,7 +301,7 @@ class EpiscopeApp(App):
             return
         self.notify(f"{title}: started (sandbox pid {job.process.pid})")
         self.query_one(EpisodeHeader).show_state(self.episode_state, extra=self._header_note(), launched=self._launched_running())
-        self.refresh_bindings()
+        self.refresh_availability()
 
     def action_cancel_job(self) -> None:
         why = self.why_blocked("cancel_job")
@@ -355,11 +390,34 @@ class EpiscopeApp(App):
             blocked["cancel_job"] = why
         self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, blocked=blocked))
 
+    def _watch_receipts(self, session) -> None:
+        # The state holds receipts without their paths; the events carry them.
+        forward = session.on_event
+
+        def observe(event) -> None:
+            if event.kind == TIMELINE_RECEIPT:
+                self._receipt_paths[event.path] = None
+            elif event.kind == REMOVED and event.data == TIMELINE_RECEIPT:
+                self._receipt_paths.pop(event.path, None)
+            if forward is not None:
+                forward(event)
+
+        session.on_event = observe
+
     def receipts(self) -> list[str]:
-        paths = []
+        """Paths of the timeline receipts the episode holds now."""
+        if self.replay is not None:
+            seen: dict[str, None] = {}
+            for event in self.replay.events[: self.replay.position]:
+                if event.kind == TIMELINE_RECEIPT:
+                    seen[event.path] = None
+                elif event.kind == REMOVED and event.data == TIMELINE_RECEIPT:
+                    seen.pop(event.path, None)
+            return list(seen)
+        paths = list(self._receipt_paths)
         for receipt in self.episode_state.timeline_receipts:
             path = get(receipt, "path")
-            if isinstance(path, str):
+            if isinstance(path, str) and path not in paths:
                 paths.append(path)
         return paths
 

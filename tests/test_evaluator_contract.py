@@ -151,3 +151,28 @@ def test_hung_worker_is_killed_with_its_process_group(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail("the worker's child survived the watchdog")
+
+
+def test_worker_dies_with_a_killed_evaluator(tmp_path):
+    ws = copy_problem(tmp_path)
+    pid_file = tmp_path / "worker.pid"
+    (ws / "reference.py").write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, str(REPO / "tools" / "evaluate.py"), "--shape-id", "0"], cwd=ws,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail("the worker outlived its SIGKILLed evaluator")

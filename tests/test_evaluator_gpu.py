@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gpu
 
 def make_workspace(tmp_path: Path, kernel_source: str) -> Path:
     ws = tmp_path / "ws"
-    ws.mkdir()
+    ws.mkdir(parents=True)
     for name in ("definition.json", "workload.jsonl", "reference.py", "input.py"):
         shutil.copy(PROBLEM / name, ws / name)
     (ws / "kernel.py").write_text(kernel_source)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -336,3 +337,12 @@ def test_ray_backend_without_ray_is_a_clear_error(ws):
     proc = subprocess.run([PY, "-c", code, str(TOOL), "--backend", "ray", "--", PY, "probe.py"], cwd=ws,
                           env=clean_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "ray backend needs episcope[ray]" in proc.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs episcope[ray]")
+def test_ray_backend_unreachable_cluster_means_retry_later(ws):
+    proc = sandbox(ws, "--backend", "ray", "--", PY, "test_kernel.py", EPISCOPE_RAY_ADDRESS="http://127.0.0.1:9")
+    assert proc.returncode == 75, proc.stderr
+    record = only_record(ws)
+    assert (record.state, record.backend, record.result_code, record.exit_code) == ("failed", "ray", 75, None)
+    assert "127.0.0.1:9" in record.message

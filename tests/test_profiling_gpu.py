@@ -62,9 +62,3 @@ def test_deep_source_profile_finds_bank_conflicts_and_localizes_them(tmp_path):
     status = {e["name"]: e["status"] for e in manifest["evidence"]}
     assert status["warp_stalls_line_run"] == "ok" and status["disasm_run"] == "ok"
     assert doc["localize"] and all((out / rel).is_file() for rel in doc["localize"])
-
-
-def test_deep_without_a_kernel_filter_is_a_usage_error(tmp_path):
-    proc = subprocess.run([str(TOOL), str(CASES), "--output-dir", str(tmp_path / "x")],
-                          env=dict(os.environ, PROFILE_LEVEL="deep"), capture_output=True, text=True)
-    assert proc.returncode == 2 and "PROFILE_KERNEL_REGEX" in proc.stderr

@@ -84,7 +84,7 @@ def cuda():
 def _launch(cuda, man: dict, enabled: bool = True, buf=None, launch_grid=GRID):
     cupy, adapter = cuda
     mod = adapter.compile_module(KERNEL, DICTIONARY, enabled=enabled, source_name="fixture_kernel.cu",
-                                 options=("-std=c++17", "-arch=sm_90"))
+                                 options=("-std=c++17",))
     buf = buf or adapter.TimelineBuffer(man)
     out = cupy.zeros(GRID[0] * GRID[1] * BLOCK[0], dtype=cupy.float32)
     mod.get_function("fixture_kernel")(launch_grid, BLOCK, (out, np.int32(ITERS), np.uint64(buf.ptr)))

@@ -10,7 +10,9 @@ a time on a private pipe. Each shape has a deadline (``--shape-timeout``); a wor
 overruns it, crashes, or dies of a CUDA error that poisons its context is killed as a group,
 that shape is recorded as failed, and a fresh worker continues with the remaining shapes.
 A hung GPU kernel cannot be interrupted from inside its own process, but killing the process
-tears down its CUDA context, which is why the watchdog lives in a separate process.
+tears down its CUDA context, which is why the watchdog lives in a separate process. The worker
+never outlives this process: SIGTERM/SIGINT/SIGHUP here kill its group, and on Linux the worker
+asks the kernel for SIGKILL when its parent dies (a sandbox that SIGKILLs our group).
 
 The kernel may be written in anything: inputs are handed over as cupy arrays, outputs are
 taken back through DLPack (``cupy.from_dlpack``), so a torch or triton kernel that returns a
@@ -65,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--report-fd", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--cases", default="", help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, default=0, help=argparse.SUPPRESS)
     return p
 
 
@@ -153,7 +156,7 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         argv = [
             sys.executable, str(Path(__file__).resolve()), "--worker", "--report-fd", str(write_fd),
-            "--workspace", str(workspace), "--cases", ",".join(map(str, case_indices)),
+            "--workspace", str(workspace), "--cases", ",".join(map(str, case_indices)), "--parent-pid", str(os.getpid()),
             "--multi-seed", str(args.multi_seed), "--seed", str(args.seed),
             "--atol", repr(args.atol), "--rtol", repr(args.rtol),
             "--warmup", str(args.warmup), "--iters", str(args.iters), "--device", str(args.device),
@@ -263,7 +266,14 @@ def _run_workers(args: argparse.Namespace, workspace: Path, cases: tuple[Case, .
     return outcomes
 
 
+def _exit_on_signal(signum, frame) -> None:
+    # Unwinds through _run_workers, whose handler kills the worker's group.
+    raise SystemExit(128 + signum)
+
+
 def main_parent(args: argparse.Namespace) -> int:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     workspace = Path(args.workspace).resolve()
     eval_id = uuid.uuid4().hex
     extra = {
@@ -434,7 +444,21 @@ def _context_alive(cupy) -> bool:
         return False
 
 
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if parent_pid and os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def main_worker(args: argparse.Namespace) -> int:
+    _die_with_parent(args.parent_pid)
     report = _Report(args.report_fd)
     workspace = Path(args.workspace)
     try:

@@ -46,6 +46,11 @@ def _samples(values: list[float], limit: int = 8) -> str:
     return ("… " if len(values) > limit else "") + shown if values else NA
 
 
+def _runs_key(state: EpisodeState) -> tuple:
+    # Measure runs only grow: the count per file says whether anything new arrived.
+    return tuple((path, len(runs)) for path, runs in state.measure_runs.items())
+
+
 class AbbaStats(Pane, can_focus=True):
     title = "ABBA / measure"
 
@@ -55,8 +60,7 @@ class AbbaStats(Pane, can_focus=True):
     def show_state(self, state: EpisodeState) -> None:
         previous = self.state
         super().show_state(state)
-        if previous is not None and previous.abba is state.abba and previous.measure_runs is state.measure_runs \
-                and previous.timeline_measurements is state.timeline_measurements:
+        if previous is not None and previous.abba == state.abba and _runs_key(previous) == _runs_key(state):
             return
         self.query_one("#abba-body", Static).update(self.render_body(state))
 
@@ -102,10 +106,14 @@ class AbbaStats(Pane, can_focus=True):
 
     def _measure(self, text: Text, path: str, runs: list) -> None:
         sides: dict[str, list[float]] = {}
+        reported = None  # the measure tool's own latest estimate (block or done line)
         for run in runs:
+            event = get(run, "event")
             latency = number(get(run, "latency_ms"))
-            if latency is not None:
+            if event in (None, "run") and latency is not None:
                 sides.setdefault(get(run, "variant") or "?", []).append(latency)
+            elif number(get(run, "overhead_percent")) is not None or get(run, "verdict"):
+                reported = run
         text.append(f"timeline measure  {path.rsplit('/', 1)[-1]}\n", style="bold")
         for side in ("baseline", "instrumented"):
             values = sides.get(side, [])
@@ -118,3 +126,10 @@ class AbbaStats(Pane, can_focus=True):
             text.append(f" [{(low - 1) * 100:+.2f}%, {(high - 1) * 100:+.2f}%] 95%\n")
         else:
             text.append("  (interval: too few samples)\n", style="dim")
+        if reported is not None:
+            low_r, high_r = number(get(reported, "interval_low_percent")), number(get(reported, "interval_high_percent"))
+            interval = f" [{low_r:+.2f}%, {high_r:+.2f}%]" if low_r is not None and high_r is not None else ""
+            text.append(f" measure: {fmt(number(get(reported, 'overhead_percent')), '+.2f', '%')}{interval}  verdict ")
+            verdict = get(reported, "verdict") or NA
+            text.append(verdict, style="bold")
+            text.append("\n")

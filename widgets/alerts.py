@@ -18,13 +18,15 @@ class AlertsPane(Pane):
 
     def compose(self):
         table = DataTable(id="alerts-table", cursor_type="row")
-        table.add_columns("sev", "code", "message")
+        table.add_columns("sev", "message", "code")
         yield table
 
     def show_state(self, state: EpisodeState) -> None:
         previous = self.state
         super().show_state(state)
-        self.border_subtitle = str(len(state.alerts)) if state.alerts else ""
+        subtitle = str(len(state.alerts)) if state.alerts else ""
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
         if previous is not None and previous.alerts == state.alerts:
             return
         rows = []
@@ -32,8 +34,8 @@ class AlertsPane(Pane):
             rows.append(
                 (
                     f"{alert.code}:{alert.path}:{alert.message}:{index}",
-                    (Text(alert.severity, style=SEVERITY_STYLES.get(alert.severity, "")), alert.code,
-                     alert.message + (f"  ({fmt(alert.path)})" if alert.path else "")),
+                    (Text(alert.severity, style=SEVERITY_STYLES.get(alert.severity, "")),
+                     alert.message + (f"  ({fmt(alert.path)})" if alert.path else ""), alert.code),
                 )
             )
         sync_table(self.query_one(DataTable), rows, self.filter_text)

@@ -52,7 +52,8 @@ class GpuPane(Pane, can_focus=True):
         self.reading: GpuReading | None = None
 
     def compose(self):
-        yield Static(Text("sampling…", style="dim"), id="gpu-body")
+        waiting = "sampling…" if self.sample_live else "N/A — not sampled (replay, or sampling off)"
+        yield Static(Text(waiting, style="dim"), id="gpu-body")
 
     def on_mount(self) -> None:
         super().on_mount()

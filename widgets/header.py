@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from console.episode.guards import MAX_SANDBOX_JOBS
 from console.episode.state import EpisodeState
@@ -30,10 +30,11 @@ def incumbent_figure(state: EpisodeState) -> str:
     return f"v{version} {value:.3f}{unit}" if version is not None else f"{value:.3f}{unit}"
 
 
-class EpisodeHeader(Static):
+class EpisodeHeader(Widget):
+    # A fixed height: a new header then repaints two lines instead of re-laying out the screen.
     DEFAULT_CSS = """
     EpisodeHeader {
-        height: auto;
+        height: 2;
         padding: 0 1;
         background: $boost;
     }
@@ -43,6 +44,10 @@ class EpisodeHeader(Static):
         super().__init__(id=id)
         self.mode_label = mode_label
         self._key: tuple | None = None
+        self._grid: Table | Text = Text("")
+
+    def render(self) -> Table | Text:
+        return self._grid
 
     def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
         active = state.active_episode
@@ -69,7 +74,7 @@ class EpisodeHeader(Static):
         self._key = key
         grid = Table.grid(padding=(0, 2), expand=True)
         for _ in range(4):
-            grid.add_column(ratio=1)
+            grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         slot_style = "bold red" if slots >= MAX_SANDBOX_JOBS else "bold"
         grid.add_row(
             Text.assemble((f" {self.mode_label} ", "reverse bold"), " ", (key[0] or state.campaign_root or NA, "bold")),
@@ -84,4 +89,5 @@ class EpisodeHeader(Static):
             Text.assemble("incumbent ", (key[7], "bold green")),
             Text(extra, style="yellow"),
         )
-        self.update(grid)
+        self._grid = grid
+        self.refresh()

@@ -67,8 +67,10 @@ class JobsPane(Pane):
         previous = self.state
         super().show_state(state)
         running = sum(1 for j in state.jobs if get(j, "state") in ("queued", "running"))
-        self.border_subtitle = f"{running}/{MAX_SANDBOX_JOBS} slots"
-        if previous is not None and previous.jobs is state.jobs:
+        subtitle = f"{running}/{MAX_SANDBOX_JOBS} slots"
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
+        if previous is not None and previous.jobs == state.jobs:
             return
         rows = []
         self._jobs = {}

@@ -49,7 +49,9 @@ class Pane(Vertical):
         self.filter_text = text
         self._set_title()
         if self.state is not None:
-            self.show_state(self.state)
+            # Forget the drawn state so the pane redraws in full under the new filter.
+            state, self.state = self.state, None
+            self.show_state(state)
 
     def focus_pane(self) -> None:
         target = self.query(DataTable).first() if self.query(DataTable) else None

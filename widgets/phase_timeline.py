@@ -30,7 +30,16 @@ PHASE_STYLES = {
     "benchmark": "red",
     "recording": "white",
 }
-LABEL_WIDTH = 24
+LABEL_WIDTH = 18
+ID_ABBREVIATIONS = (("episode-", "ep"), ("invocation-", "#"), ("attempt", "att"))
+
+
+def lane_label(iteration: str, attempt: str) -> str:
+    """A short lane name: ``episode-0003/invocation-1`` reads ``ep0003/#1``."""
+    for long, short in ID_ABBREVIATIONS:
+        iteration = iteration.replace(long, short)
+        attempt = attempt.replace(long, short)
+    return f"{iteration}/{attempt}"
 
 
 @dataclass(slots=True)
@@ -48,6 +57,32 @@ class Lane:
                 self.first = moment
             if self.last is None or moment > self.last:
                 self.last = moment
+
+
+def _append_runs(text: Text, cells: list[tuple[str, str]]) -> None:
+    """Append cells, one segment per run of one style: a lane is one or a few segments,
+    not one per character, which is what keeps a redraw cheap."""
+    run_glyphs: list[str] = []
+    run_style = None
+    for glyph, style in cells:
+        if style != run_style and run_glyphs:
+            text.append("".join(run_glyphs), style=run_style)
+            run_glyphs = []
+        run_style = style
+        run_glyphs.append(glyph)
+    if run_glyphs:
+        text.append("".join(run_glyphs), style=run_style)
+
+
+def _legend() -> Text:
+    legend = Text()
+    for phase, style in PHASE_STYLES.items():
+        legend.append(f"■ {phase} ", style=style)
+    legend.append("  ▒ partial  · read  ▲ job\n", style="dim")
+    return legend
+
+
+LEGEND = _legend()
 
 
 def _span_times(span: PhaseSpan) -> tuple[float | None, float | None]:
@@ -124,13 +159,9 @@ class PhaseTimeline(Widget, can_focus=True):
         state = self.state
         if state is None:
             return Text("waiting for telemetry…", style="dim")
-        width = max(20, self.size.width - LABEL_WIDTH - 10)
+        width = max(20, self.size.width - LABEL_WIDTH - 20)
         text = Text(no_wrap=True, overflow="crop")
-        legend = Text("  ".join(f"■ {p}" for p in PHASE_STYLES), style="dim")
-        for phase, style in PHASE_STYLES.items():
-            legend.highlight_words([f"■ {phase}"], style=style)
-        text.append_text(legend)
-        text.append("   ▒ partial  · read  ▲ job\n", style="dim")
+        text.append_text(LEGEND)
         open_by_lane = {(s.iteration_id, s.attempt_id): s for s in state.open_spans}
         ops_by_lane: dict[tuple[str, str], list] = {}
         for op in state.sandbox_operations:
@@ -162,7 +193,7 @@ class PhaseTimeline(Widget, can_focus=True):
             end = op.started_at + op.duration_seconds if op.duration_seconds is not None else op.started_at
             first = op.started_at if first is None else min(first, op.started_at)
             last = end if last is None else max(last, end)
-        label = f"{key[0]}/{key[1]}"[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
+        label = lane_label(*key)[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
         if first is None or last is None:
             text.append(label + NA + "\n")
             return
@@ -187,14 +218,12 @@ class PhaseTimeline(Widget, can_focus=True):
             style = {"succeeded": "green", "failed": "red"}.get(op.status, "yellow")
             ticks[column(op.started_at)] = ("▲", style)
         text.append(label, style="bold" if running is not None else "")
-        for glyph, style in bar:
-            text.append(glyph, style=style)
-        text.append(f" {seconds(extent)}\n", style="dim")
-        text.append(" " * LABEL_WIDTH)
-        for glyph, style in ticks:
-            text.append(glyph, style=style)
-        running_label = f" {running.phase}" if running is not None else ""
-        text.append(running_label + "\n", style="bold")
+        _append_runs(text, bar)
+        text.append(f" {seconds(extent)}", style="dim")
+        text.append(f" {running.phase}"[:14] if running is not None else "", style="bold")
+        text.append("\n" + " " * LABEL_WIDTH)
+        _append_runs(text, ticks)
+        text.append("\n")
 
     def _totals_line(self, state: EpisodeState) -> Text:
         parts = Text("totals ", style="dim")

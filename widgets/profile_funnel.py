@@ -64,7 +64,8 @@ class ProfileFunnel(Pane):
     def show_state(self, state: EpisodeState) -> None:
         previous = self.state
         super().show_state(state)
-        if previous is not None and previous.profiles is state.profiles and previous.git is state.git and self._detail_key == self.filter_text:
+        if previous is not None and previous.profiles == state.profiles and previous.git == state.git \
+                and self._detail_key == self.filter_text:
             return
         self._detail_key = self.filter_text
         rows = []

@@ -21,7 +21,9 @@ class UnreadableList(Pane):
     def show_state(self, state: EpisodeState) -> None:
         previous = self.state
         super().show_state(state)
-        self.border_subtitle = str(len(state.unreadable)) if state.unreadable else ""
+        subtitle = str(len(state.unreadable)) if state.unreadable else ""
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
         if previous is not None and previous.unreadable == state.unreadable:
             return
         root = (state.worktree or state.campaign_root or "").rstrip("/") + "/"

@@ -22,7 +22,7 @@ class VersionsPane(Pane):
     def show_state(self, state: EpisodeState) -> None:
         previous = self.state
         super().show_state(state)
-        if previous is not None and previous.versions is state.versions:
+        if previous is not None and previous.versions == state.versions and previous.incumbent_curve == state.incumbent_curve:
             return
         incumbent = {point[0] for point in state.incumbent_curve[-1:]} if state.incumbent_curve else set()
         rows = []

@@ -287,7 +287,7 @@ class Replay:
         for index, event in enumerate(self.events):
             if event.kind == ev.TELEMETRY and getattr(event.data, "event", None) == "phase_started":
                 data = event.data
-                label = f"{data.raw.get('phase')} {data.iteration_id}/{data.attempt_id}"
+                label = f"{getattr(data, 'phase', None)} {data.iteration_id}/{data.attempt_id}"
                 marks.append(Mark("phase", label, index + 1, event.at))
             elif event.kind == ev.MEMORY_VERSION:
                 version = getattr(event.data, "version", None)

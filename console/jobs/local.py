@@ -185,7 +185,7 @@ def run_process(
     if stopped == "timed_out":
         return ProcessResult("timed_out", returncode, proc.pid, pgid, "timeout", f"timed out after {timeout:g} s")
     if stopped == "cancelled":
-        return ProcessResult("cancelled", returncode, proc.pid, pgid, "cancelled", "cancelled")
+        return ProcessResult("cancelled", returncode, proc.pid, pgid, "cancelled", "cancelled by request")
     if returncode == 0:
         return ProcessResult("succeeded", 0, proc.pid, pgid)
     return ProcessResult("failed", returncode, proc.pid, pgid, None, f"command exited with status {returncode}")

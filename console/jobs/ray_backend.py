@@ -26,7 +26,9 @@ How a job travels:
   there, for outputs too large for a log.
 - A timeout is enforced by the wrapper itself (it still sends back what the command wrote);
   this side stops the job only if the wrapper does not finish in time, if Ray does not start
-  it within :data:`START_LIMIT_SECONDS`, or when ``should_cancel`` says so.
+  it within :data:`START_LIMIT_SECONDS`, or when ``should_cancel`` says so. Ray's stop
+  reaches a job only once it runs: a job cancelled while pending is reported cancelled
+  only after Ray has started and stopped it (or the start limit has passed).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import queue
 import secrets
@@ -64,7 +67,9 @@ MAX_SHARED_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
 START_LIMIT_SECONDS = 300.0  # PENDING on Ray: no free GPU, or a slow runtime environment
 FINISH_GRACE_SECONDS = 60.0  # after the command's timeout: killing, packing, log delivery
 STOP_WAIT_SECONDS = 30.0
+LOST_CONTACT_SECONDS = 60.0
 POLL_SECONDS = 0.25
+FINISH_POLL_SECONDS = 0.05  # Ray notices the entrypoint's exit within 0.1 s
 TAIL_SETTLE_SECONDS = 5.0  # Ray's log tail re-checks the file about once a second
 # Ray chooses the GPU; a value passed down would defeat the reservation.
 RAY_OWNED_ENV = ("CUDA_VISIBLE_DEVICES",)
@@ -90,6 +95,10 @@ def job_submission_client():
         from ray.job_submission import JobSubmissionClient
     except ImportError as exc:
         raise RayUnavailable(f"{MISSING_RAY}: {exc}") from None
+    # Ray's client logs each upload and websocket close at INFO on stderr, which is the
+    # sandbox's own channel to its caller; keep its warnings and errors only.
+    for name in ("ray.dashboard.modules.dashboard_sdk", "ray.dashboard.modules.job.sdk"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     return JobSubmissionClient
 
 
@@ -109,6 +118,9 @@ def build_package(stage_dir: Path, spec: dict, target: Path) -> None:
             if here == stage_dir:
                 dirnames[:] = [d for d in dirnames if d != PACKAGE_DIR]
             dirnames.sort()
+            if here != stage_dir:
+                # Empty directories travel too: the command sees the tree it would see locally.
+                archive.writestr(zipfile.ZipInfo(here.relative_to(stage_dir).as_posix() + "/"), b"")
             for name in sorted(filenames):
                 full = here / name
                 if not stat.S_ISREG(full.lstat().st_mode):
@@ -264,7 +276,7 @@ def _follow(client, submission_id, nonce, stage_dir, timeout, shared_dir, on_std
 
     reader = sync_archive.FrameReader(nonce)
     logs = _LogFollower(client, submission_id)
-    submitted = time.monotonic()
+    submitted = last_contact = time.monotonic()
     running_since = None
     stop_reason = None  # cancelled | timed_out
     stop_asked_at = last_stop_call = 0.0
@@ -280,11 +292,21 @@ def _follow(client, submission_id, nonce, stage_dir, timeout, shared_dir, on_std
         show(reader.feed(logs.read(POLL_SECONDS)))
         if logs.tail_ended:
             break
+        if reader.complete:
+            # The wrapper has said all it will; Ray's tail would take another second or two
+            # to notice. Only wait for Ray to mark the job finished, so a freed slot never
+            # lets a fifth job onto the cluster.
+            _wait_until_terminal(client, submission_id, STOP_WAIT_SECONDS)
+            break
+        now = time.monotonic()
         try:
             status = client.get_job_status(submission_id)
+            last_contact = now
         except Exception:
-            pass  # a blip of the dashboard; the stop limits below still hold
-        now = time.monotonic()
+            if now - last_contact > LOST_CONTACT_SECONDS:
+                error = f"lost contact with the Ray cluster for {LOST_CONTACT_SECONDS:g} s"
+                break
+            # A blip of the dashboard: go on with the last status known.
         if status == JobStatus.RUNNING and running_since is None:
             running_since = now
         if status.is_terminal():
@@ -306,10 +328,14 @@ def _follow(client, submission_id, nonce, stage_dir, timeout, shared_dir, on_std
             if stop_reason is not None:
                 stop_asked_at = now
         if stop_reason is not None:
-            if now - stop_asked_at > STOP_WAIT_SECONDS:
-                error = f"Ray did not confirm the stop of {submission_id} within {STOP_WAIT_SECONDS:g} s"
+            limit = STOP_WAIT_SECONDS
+            if running_since is None:
+                # Ray cannot take back a pending job: it starts once a GPU frees and only
+                # then does the stop reach it. Keep asking (and keep the slot) until then.
+                limit += max(0.0, START_LIMIT_SECONDS - (stop_asked_at - submitted))
+            if now - stop_asked_at > limit:
+                error = f"Ray did not confirm the stop of {submission_id} within {now - stop_asked_at:.0f} s"
                 break
-            # A pending job has no supervisor to stop yet: ask again until Ray confirms.
             if now - last_stop_call >= 1.0:
                 last_stop_call = now
                 try:
@@ -320,10 +346,18 @@ def _follow(client, submission_id, nonce, stage_dir, timeout, shared_dir, on_std
     return _outcome(client, submission_id, reader, stage_dir, shared_dir, stop_reason, error, on_stderr)
 
 
-def _outcome(client, submission_id, reader, stage_dir, shared_dir, stop_reason, error, on_stderr) -> RayOutcome:
-    def note(text: str) -> None:
-        on_stderr(f"[sandbox] {text}\n".encode())
+def _wait_until_terminal(client, submission_id: str, limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if client.get_job_status(submission_id).is_terminal():
+                return
+        except Exception:
+            pass
+        time.sleep(FINISH_POLL_SECONDS)
 
+
+def _outcome(client, submission_id, reader, stage_dir, shared_dir, stop_reason, error, on_stderr) -> RayOutcome:
     if not reader.started and reader.preamble:
         # The wrapper never ran: Ray's own lines say why.
         on_stderr("".join(reader.preamble).encode("utf-8"))
@@ -346,33 +380,31 @@ def _outcome(client, submission_id, reader, stage_dir, shared_dir, stop_reason, 
         state = "failed"
         if info is not None and str(info.status) == "STOPPED":
             state = "cancelled"
-        if info is not None and exit_code is None:
+        if info is not None and header is None:
             exit_code = getattr(info, "driver_exit_code", None)
         error = error or (header or {}).get("message") or reader.error
         if error is None and info is not None and info.message:
             error = f"Ray: {_one_line(info.message)}"
         error = error or "the job ended without reporting a result"
-    if header is None and reader.error and state == "succeeded":
-        state, error = "failed", reader.error
 
     members: list[str] = []
     refused = list((header or {}).get("refused") or [])
-    for item in refused:
-        note(f"not synced: {item.get('path')} ({item.get('reason')})")
     if header is not None and header.get("members"):
         try:
             data = reader.data if header.get("transport") == "log" else _read_shared(shared_dir, submission_id, header)
             if data is None:
                 raise sync_archive.ArchiveError(reader.error or "the output archive is missing")
-            members = sync_archive.unpack(data, str(stage_dir), max_total_bytes=MAX_SHARED_ARCHIVE_BYTES)
+            limit = MAX_LOG_ARCHIVE_BYTES if header.get("transport") == "log" else MAX_SHARED_ARCHIVE_BYTES
+            members = sync_archive.unpack(data, str(stage_dir), max_total_bytes=limit)
         except (sync_archive.ArchiveError, OSError) as exc:
-            problem = f"outputs not synced back: {_one_line(exc)}"
-            note(problem)
             if state == "succeeded":
                 state = "failed"
-            error = error or problem
+            error = error or f"outputs not synced back: {_one_line(exc)}"
     elif header is not None and header.get("transport") == "shared":
-        _read_shared(shared_dir, submission_id, header)  # removes the (empty) archive
+        try:
+            _read_shared(shared_dir, submission_id, header)  # removes the (empty) archive
+        except (sync_archive.ArchiveError, OSError):
+            pass  # nothing to bring back either way
     return RayOutcome(exit_code, state, submission_id, members, error, refused)
 
 

@@ -1,9 +1,11 @@
 """``run_job``: one sandbox job from request to final record, and ``cancel_job``.
 
 The sandbox command line and the console (from a worker thread) both come through here.
-The local backend stages the workspace, waits for one of the workspace's four slots, runs
-the command in its own process group, copies the requested outputs back and records every
-step; another backend reuses the same request, staging, records and result rules.
+Every backend shares one lifecycle: record the job, wait for one of the workspace's four
+slots, stage the workspace, execute, copy the requested outputs back, read the verdict and
+record the end. Only the execute step differs: locally the command runs in its own process
+group (``local``); on Ray the staged copy travels to the cluster and its outputs come back
+into the stage (``ray_backend``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from console.formats.job_record import RECORD_NAME, JobRecord, job_dir, read_job
 from console.formats.plainjson import append_json_line, atomic_write_json
 from console.formats.problems import FormatError
 from console.formats.telemetry_builders import (
+    ENV_ITERATION,
     ENV_TRACE,
     new_operation_id,
     sandbox_completed_record,
@@ -30,7 +33,7 @@ from console.formats.telemetry_builders import (
 )
 
 from . import results
-from .local import KILL_GRACE_SECONDS, group_members, process_alive, run_process, terminate_group
+from .local import KILL_GRACE_SECONDS, ProcessResult, group_members, process_alive, run_process, terminate_group
 from .record import JobRecordWriter, request_cancel
 from .request import PRIVATE_SHAPES_ENV, JobRequest
 from .slots import acquire_slot
@@ -38,6 +41,7 @@ from .staging import StagingError, resolve_private_case, stage_workspace, sync_b
 
 OutputSink = Callable[[str, bytes], None]
 
+RAY_DEFAULT_ADDRESS = "http://127.0.0.1:8265"  # Ray's dashboard on this machine
 # Errors that say "the machine is short of something right now", not "the job is wrong".
 _TRANSIENT = frozenset({errno.EAGAIN, errno.ENOMEM, errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.EDQUOT})
 
@@ -76,12 +80,17 @@ def run_job(
     when the backend cannot be loaded.
     """
     if request.backend == "ray":
-        try:
-            from .ray_backend import run_on_ray
-        except ImportError as exc:
-            raise BackendUnavailable(f"ray backend needs episcope[ray] ({exc})") from None
-        return run_on_ray(request, on_output, cancel=cancel, launcher=launcher, kill_grace=kill_grace)
-    return _run_local(request, on_output, cancel=cancel, launcher=launcher, kill_grace=kill_grace)
+        _check_ray()
+    return _run_staged(request, on_output, cancel=cancel, launcher=launcher, kill_grace=kill_grace)
+
+
+def _check_ray() -> None:
+    try:
+        from .ray_backend import job_submission_client
+
+        job_submission_client()
+    except ImportError as exc:
+        raise BackendUnavailable(f"ray backend needs episcope[ray] ({exc})") from None
 
 
 def emit(on_output: OutputSink | None, stream: str, text: str | bytes) -> None:
@@ -142,7 +151,7 @@ def finish(
     )
 
 
-def _run_local(
+def _run_staged(
     request: JobRequest,
     on_output: OutputSink | None,
     *,
@@ -201,27 +210,34 @@ def _run_in_slot(
     trace(sandbox_started_record(operation_id, category))
     started = time.monotonic()
 
-    outcome = run_process(
-        list(request.argv),
-        cwd=writer.stage,
-        env=command_env(request),
-        timeout=request.timeout,
-        stdout_log=writer.stdout_log,
-        stderr_log=writer.stderr_log,
-        on_output=scanner if scanner is not None else on_output,
-        should_cancel=cancelled,
-        on_started=lambda pid, pgid: writer.update(pid=pid, pgid=pgid),
-        kill_grace=kill_grace,
-    )
+    sink = scanner if scanner is not None else on_output
+    if request.backend == "ray":
+        outcome, backend_refused = _execute_on_ray(request, writer, sink, cancelled)
+    else:
+        outcome = run_process(
+            list(request.argv),
+            cwd=writer.stage,
+            env=command_env(request),
+            timeout=request.timeout,
+            stdout_log=writer.stdout_log,
+            stderr_log=writer.stderr_log,
+            on_output=sink,
+            should_cancel=cancelled,
+            on_started=lambda pid, pgid: writer.update(pid=pid, pgid=pgid),
+            kill_grace=kill_grace,
+        )
+        backend_refused = []
     duration = time.monotonic() - started
     if outcome.failure_type is not None:
         trace(sandbox_completed_record(operation_id, category, duration, failure_type=outcome.failure_type))
     else:
         trace(sandbox_completed_record(operation_id, category, duration, exit_status=outcome.returncode))
-    if outcome.failure_type == "spawn_error":
-        return finish(writer, "failed", results.EXIT_FAILED, message=outcome.message, on_output=on_output)
+    if outcome.failure_type in ("spawn_error", "not_submitted"):
+        code = results.EXIT_NOT_STARTED if outcome.failure_type == "not_submitted" else results.EXIT_FAILED
+        return finish(writer, "failed", code, message=outcome.message, on_output=on_output, refused=backend_refused)
 
     synced = sync_back(request, writer.stage, staged.manifest)
+    synced.refused[:0] = backend_refused
     for item in synced.refused:
         emit(on_output, "stderr", f"[sandbox] not synced: {item['path']} ({item['reason']})")
 
@@ -268,6 +284,55 @@ def _run_in_slot(
         synced=synced.synced,
         refused=synced.refused,
     )
+
+
+def _execute_on_ray(
+    request: JobRequest,
+    writer: JobRecordWriter,
+    sink: OutputSink | None,
+    cancelled: Callable[[], bool],
+) -> tuple[ProcessResult, list[dict]]:
+    """Run the staged job on Ray; its outputs land in the stage, as a local run's would."""
+    from .ray_backend import ADDRESS_ENV, run_on_ray
+
+    logs = {"stdout": open(writer.stdout_log, "ab", buffering=0), "stderr": open(writer.stderr_log, "ab", buffering=0)}
+
+    def stream(name: str) -> Callable[[bytes], None]:
+        def write(data: bytes) -> None:
+            logs[name].write(data)
+            if sink is not None:
+                sink(name, data)
+
+        return write
+
+    try:
+        ray = run_on_ray(
+            stage_dir=writer.stage,
+            argv=list(request.argv),
+            env=dict(request.env),
+            sync_paths=list(request.sync),
+            timeout=request.timeout,
+            job_id=writer.job_id,
+            episode_id=os.environ.get(ENV_ITERATION),
+            address=os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS") or RAY_DEFAULT_ADDRESS,
+            on_stdout=stream("stdout"),
+            on_stderr=stream("stderr"),
+            should_cancel=cancelled,
+            max_output_bytes=request.max_output_bytes,
+        )
+    finally:
+        for log in logs.values():
+            log.close()
+    if ray.submission_id is None and ray.state == "failed":
+        # Nothing reached the cluster (unreachable, refused): the job may simply be retried.
+        return ProcessResult("failed", None, None, None, "not_submitted", ray.error), list(ray.refused)
+    failure = {"timed_out": "timeout", "cancelled": "cancelled"}.get(ray.state)
+    if failure is None and ray.exit_code is None:
+        failure = "backend_error"
+    message = ray.error
+    if message is None and ray.state == "failed" and ray.exit_code is not None:
+        message = f"command exited with status {ray.exit_code}"
+    return ProcessResult(ray.state, ray.exit_code, None, None, failure, message), list(ray.refused)
 
 
 # -- cancelling ----------------------------------------------------------------------------

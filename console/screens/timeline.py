@@ -84,7 +84,8 @@ class TimelineScreen(Screen):
             self.error = str(exc)
 
     def compose(self):
-        title = Static(Text(f"intra-kernel timeline  {self.receipt_path}", style="bold"), id="timeline-title")
+        shown = f"{self.receipt_path.parent.name}/{self.receipt_path.name}"
+        title = Static(Text(f"intra-kernel timeline  {shown}   (e export Perfetto, esc back)", style="bold"), id="timeline-title")
         yield title
         if self.capture is not None:
             yield TimelineView(self.capture)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Profile every pattern case (and the row_softmax kernels) at the three funnel levels on a GPU
 # machine, then pack the profile directories (CSV exports and outputs, no .ncu-rep) into one
-# tarball: `examples/ncu_patterns/capture.sh WORKDIR TARBALL`. Run from the repository root.
+# tarball: `examples/ncu_patterns/capture.sh WORKDIR TARBALL [all|softmax]`. Run from the
+# repository root; `softmax` profiles only the row_softmax kernels.
 set -uo pipefail
 work=${1:?usage: capture.sh WORKDIR TARBALL}
 tarball=${2:?usage: capture.sh WORKDIR TARBALL}
@@ -20,7 +21,9 @@ prof() {  # prof NAME LEVEL REGEX ARGS... : one profile directory, its console o
   echo "$name rc=$? ${level} $((SECONDS - t0))s" | tee -a "$log"
 }
 
-for case in copy strided bank_conflict local_array small_grid tail fma good; do
+only=${3:-all}
+[[ $only == softmax ]] && pattern_cases=() || pattern_cases=(copy strided bank_conflict local_array small_grid tail fma good)
+for case in "${pattern_cases[@]}"; do
   regex=$(python3 "$cases" --regex "$case")
   prof "$case-survey" survey "" "$cases" --output-dir "$work/$case/survey" -- --case "$case"
   prof "$case-sol" sol "$regex" "$cases" --output-dir "$work/$case/sol" --launch-skip 1 --launch-count 1 -- --case "$case"
@@ -31,7 +34,7 @@ for case in copy strided bank_conflict local_array small_grid tail fma good; do
 done
 # the diff against an earlier profile: fma deep against the tail deep is a different kernel,
 # so compare sol of copy with itself re-profiled
-prof copy-sol-diff sol "^copy_f32$" "$cases" --output-dir "$work/copy/sol_again" --launch-skip 1 --launch-count 1 \
+[[ $only == softmax ]] || prof copy-sol-diff sol "^copy_f32$" "$cases" --output-dir "$work/copy/sol_again" --launch-skip 1 --launch-count 1 \
   --diff "$work/copy/sol" -- --case copy
 
 problem=examples/problems/row_softmax

@@ -20,6 +20,24 @@ def _load(path: str, name: str):
     return mod
 
 
+_INFINITY = "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
+
+
+def _define_infinity(cp) -> None:
+    """NVRTC has no <math.h>, so INFINITY is undefined there; give kernel sources that use
+    it the same value (one line is prepended: SASS line numbers shift by one)."""
+    for name in ("RawKernel", "RawModule"):
+        original = getattr(cp, name)
+
+        # RawModule takes its arguments by keyword only, RawKernel also by position.
+        def make(code, *args, _original=original, **kwargs):
+            if "INFINITY" in code:
+                code = _INFINITY + code
+            return _original(*args, code=code, **kwargs)
+
+        setattr(cp, name, make)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: softmax_harness.py KERNEL_FILE", file=sys.stderr)
@@ -33,6 +51,7 @@ def main(argv: list[str]) -> int:
         workloads = [json.loads(line) for line in f if line.strip()]
     axes = workloads[idx]["workload"]["axes"]
     (x,) = _load(os.path.join(problem, "input.py"), "softmax_input").make_inputs(axes, 0)
+    _define_infinity(cp)
     kernel = _load(kernel_file, "softmax_kernel").kernel
     for _ in range(3):
         y = kernel(x)

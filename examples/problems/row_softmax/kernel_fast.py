@@ -13,6 +13,9 @@
 import cupy
 
 _SOURCE = r"""
+// NVRTC has no math.h: negative infinity spelled by its bits
+#define NEG_INF __int_as_float(0xff800000)
+
 template <typename Op>
 __device__ __forceinline__ float warp_reduce(float v, Op op) {
     #pragma unroll
@@ -42,17 +45,17 @@ template <int VPT>
 __global__ void row_softmax_regs(const float* __restrict__ x, float* __restrict__ y, int cols) {
     __shared__ float scratch[33];
     const int nvec = cols >> 2;
-    const float4* xr = reinterpret_cast<const float4*>(x + (size_t)blockIdx.x * cols);
-    float4* yr = reinterpret_cast<float4*>(y + (size_t)blockIdx.x * cols);
+    const float4* xr = reinterpret_cast<const float4*>(x + (long long)blockIdx.x * cols);
+    float4* yr = reinterpret_cast<float4*>(y + (long long)blockIdx.x * cols);
     float4 v[VPT];
-    float m = -INFINITY;
+    float m = NEG_INF;
     #pragma unroll
     for (int i = 0; i < VPT; ++i) {
         const int idx = threadIdx.x + i * blockDim.x;
-        v[i] = idx < nvec ? __ldg(xr + idx) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        v[i] = idx < nvec ? __ldg(xr + idx) : make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
         m = fmaxf(m, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
     }
-    m = block_reduce(m, MaxOp(), -INFINITY, scratch);
+    m = block_reduce(m, MaxOp(), NEG_INF, scratch);
     float s = 0.0f;
     #pragma unroll
     for (int i = 0; i < VPT; ++i) {
@@ -71,15 +74,15 @@ __global__ void row_softmax_regs(const float* __restrict__ x, float* __restrict_
 
 __global__ void row_softmax_online(const float* __restrict__ x, float* __restrict__ y, int cols) {
     __shared__ float scratch[33];
-    const float* xr = x + (size_t)blockIdx.x * cols;
-    float* yr = y + (size_t)blockIdx.x * cols;
-    float m = -INFINITY, s = 0.0f;
+    const float* xr = x + (long long)blockIdx.x * cols;
+    float* yr = y + (long long)blockIdx.x * cols;
+    float m = NEG_INF, s = 0.0f;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
         const float v = xr[c];
         if (v > m) { s = s * __expf(m - v) + 1.0f; m = v; } else { s += __expf(v - m); }
     }
-    const float row_max = block_reduce(m, MaxOp(), -INFINITY, scratch);
-    s = (m == -INFINITY) ? 0.0f : s * __expf(m - row_max);
+    const float row_max = block_reduce(m, MaxOp(), NEG_INF, scratch);
+    s = (m == NEG_INF) ? 0.0f : s * __expf(m - row_max);
     const float inv = 1.0f / block_reduce(s, SumOp(), 0.0f, scratch);
     for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __expf(xr[c] - row_max) * inv;
 }

@@ -8,12 +8,15 @@ the GPU idle.
 import cupy
 
 _SOURCE = r"""
+// NVRTC has no math.h: negative infinity spelled by its bits
+#define NEG_INF __int_as_float(0xff800000)
+
 extern "C" __global__ void row_softmax_naive(const float* x, float* y, int rows, int cols) {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) return;
-    const float* xr = x + (size_t)row * cols;
-    float* yr = y + (size_t)row * cols;
-    float m = -INFINITY;
+    const float* xr = x + (long long)row * cols;
+    float* yr = y + (long long)row * cols;
+    float m = NEG_INF;
     for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);
     float s = 0.0f;
     for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);

@@ -4,6 +4,8 @@
 // One Recorder per owner (a writer thread of a CTA) per launch. The constructor claims the
 // owner's slot range once with compare-and-swap; each event afterwards is one %globaltimer
 // read and one 16-byte store from the writer lane: no atomics, no fences, no shared memory.
+// (Holding the first record of a begin/end pair in registers and writing both as one
+// 32-byte sector was measured on an H200 and cost more, so each record is stored at once.)
 // A full range sets the sticky overflow bit and stops recording (never wraps).
 // Without ATREX_TIMELINE_ENABLED every member compiles to nothing and the buffer is untouched.
 #pragma once
@@ -93,10 +95,10 @@ class Recorder {
   // flags: three user bits (tag bits 28-30).
   __device__ __forceinline__ void emit(unsigned int site, unsigned int kind, unsigned int payload, unsigned int flags) {
     const unsigned long long t = globaltimer();
+    const uint4 r = make_uint4(static_cast<unsigned int>(t), static_cast<unsigned int>(t >> 32), payload,
+                               tag_ | ((flags & 7u) << 28) | ((kind & 3u) << 16) | (site & 0xFFFFu));
     if (left_ != 0u) {
-      // one 16-byte store carries timestamp, payload and the committed tag together
-      __stcs(next_, make_uint4(static_cast<unsigned int>(t), static_cast<unsigned int>(t >> 32), payload,
-                               tag_ | ((flags & 7u) << 28) | ((kind & 3u) << 16) | (site & 0xFFFFu)));
+      *next_ = r;  // one 16-byte store: timestamp, payload and committed tag together
       ++next_;
       --left_;
     } else if (live_) {
@@ -105,7 +107,9 @@ class Recorder {
   }
 
  private:
-  __device__ __noinline__ void overflow() {
+  // Inline on purpose: an out-of-line member call takes `this`, which moves the whole
+  // Recorder to local memory and turns every event into local loads and stores.
+  __device__ __forceinline__ void overflow() {
     atomicOr(status_, static_cast<unsigned int>(kOverflow));
     live_ = false;
   }

@@ -1,0 +1,200 @@
+"""Spine benchmarks (issue goals), printed as one JSON document.
+
+    python benchmarks/spine.py [--events 1000000] [--example PATH]
+
+- cold ingest + reduce of N telemetry events, against a bare ``orjson.loads`` loop over
+  the same lines in the same run (ratio, median of 3);
+- append latency: write a line, see it on ``episcope events --follow`` (p50/p95 of 40);
+- one more event on the N-event episode: refresh + snapshot (median of 50);
+- ``episcope status --json`` on the example against ``python -c pass`` (median of 10);
+- peak RSS of a process that holds the N-event episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from workloads import telemetry_lines, write_telemetry_workspace  # noqa: E402
+
+
+def cold_ingest(root: str, path: str, count: int) -> dict:
+    import orjson
+
+    from console.episode.session import Session
+
+    data = Path(path).read_bytes()
+    bare, ours = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        for line in data.split(b"\n"):
+            if line:
+                orjson.loads(line)
+        bare.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        state = Session(root).scan()
+        ours.append(time.perf_counter() - start)
+        assert state.telemetry_events == count, state.telemetry_events
+    del data
+    return {
+        "events": count,
+        "seconds_median": statistics.median(ours),
+        "events_per_second": count / statistics.median(ours),
+        "orjson_loop_seconds_median": statistics.median(bare),
+        "ratio_to_orjson_loop": statistics.median(ours) / statistics.median(bare),
+    }
+
+
+def one_more_event(root: str, path: str) -> dict:
+    from console.episode.session import Session
+
+    session = Session(root)
+    session.scan()
+    lines = telemetry_lines(100, seed=99)
+    costs = []
+    for _ in range(50):
+        line = next(lines)
+        with open(path, "ab") as fh:
+            fh.write(line)
+        start = time.perf_counter()
+        events = session.refresh([path])
+        session.state
+        costs.append(time.perf_counter() - start)
+        assert len(events) == 1
+    return {"refresh_and_snapshot_ms_median": statistics.median(costs) * 1000, "max_ms": max(costs) * 1000}
+
+
+def append_latency(root: str, samples: int = 40) -> dict:
+    path = os.path.join(root, ".atrex_long_horizon", "telemetry.jsonl")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console.cli", "events", root, "--follow", "--kind", "telemetry"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=str(HERE.parent),
+    )
+    try:
+        os.set_blocking(proc.stdout.fileno(), True)
+        # Let the cold scan finish: the first marker line we append is the sync point.
+        lines = telemetry_lines(samples + 1, seed=5)
+        latencies = []
+        buffer = b""
+
+        def wait_for(marker: bytes) -> float:
+            nonlocal buffer
+            while marker not in buffer:
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    raise RuntimeError("events --follow exited")
+                buffer += chunk
+            seen = time.perf_counter()
+            buffer = buffer[buffer.index(marker) + len(marker):]
+            return seen
+
+        time.sleep(1.0)
+        for i in range(samples + 1):
+            line = next(lines)
+            marker = json.loads(line)["timestamp"].encode()
+            with open(path, "ab") as fh:
+                written = time.perf_counter()
+                fh.write(line)
+            seen = wait_for(marker)
+            if i:
+                latencies.append(seen - written)
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    latencies.sort()
+    return {
+        "samples": len(latencies),
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p95_ms": latencies[int(0.95 * (len(latencies) - 1))] * 1000,
+    }
+
+
+def status_startup(example: str) -> dict:
+    def wall(argv) -> float:
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=str(HERE.parent))
+        return time.perf_counter() - start
+
+    episcope = [sys.executable, "-m", "console.cli", "status", example, "--json"]
+    wall(episcope)  # warm the page cache
+    ours, bare = [], []
+    for _ in range(10):
+        bare.append(wall([sys.executable, "-c", "pass"]))
+        ours.append(wall(episcope))
+    return {
+        "status_seconds_median": statistics.median(ours),
+        "python_pass_seconds_median": statistics.median(bare),
+        "ratio": statistics.median(ours) / statistics.median(bare),
+    }
+
+
+def peak_rss(root: str) -> dict:
+    code = (
+        "import resource, sys\n"
+        "from console.episode.session import Session\n"
+        f"state = Session({root!r}).scan()\n"
+        "print(state.telemetry_events, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=str(HERE.parent))
+    events, kib = out.stdout.split()
+    return {"events": int(events), "peak_rss_mb": int(kib) / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--example", help="workspace for the status startup check (default: the bundled example)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="episcope-bench-") as tmp:
+        root = os.path.join(tmp, "big")
+        path = write_telemetry_workspace(root, args.events)
+        results = {"cold_ingest": cold_ingest(root, path, args.events)}
+        results["peak_rss"] = peak_rss(root)
+        results["one_more_event"] = one_more_event(root, path)
+        small = os.path.join(tmp, "small")
+        write_telemetry_workspace(small, 200)
+        results["append_latency"] = append_latency(small)
+        example = args.example or default_example(tmp)
+        results["status_startup"] = status_startup(example)
+        results["status_startup"]["workspace"] = example
+    results["goals"] = {
+        "cold_ingest_events_per_second>=500000": results["cold_ingest"]["events_per_second"] >= 500_000,
+        "cold_ingest_ratio<=3": results["cold_ingest"]["ratio_to_orjson_loop"] <= 3,
+        "append_latency_p95_ms<=50": results["append_latency"]["p95_ms"] <= 50,
+        "one_more_event_ms<=1": results["one_more_event"]["refresh_and_snapshot_ms_median"] <= 1,
+        "status_ratio<=3": results["status_startup"]["ratio"] <= 3,
+        "peak_rss_mb<=300": results["peak_rss"]["peak_rss_mb"] <= 300,
+    }
+    results["cpu_count"] = os.cpu_count()
+    print(json.dumps(results, indent=2))
+
+
+def default_example(tmp: str) -> str:
+    bundled = HERE.parent / "examples" / "episodes"
+    if bundled.is_dir():
+        for candidate in sorted(bundled.iterdir()):
+            if (candidate / ".git").exists() or (candidate / ".atrex_long_horizon").is_dir():
+                return str(candidate)
+    made = os.path.join(tmp, "example")
+    subprocess.run([sys.executable, str(HERE.parent / "examples" / "make_example_campaign.py"), made], check=True,
+                   stdout=subprocess.DEVNULL)
+    return made
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""``episcope replay [PATH]``: the console's panes on a virtual clock.
+
+PATH is a workspace (its append-only files, snapshots and git history are replayed) or a
+recording the console kept while watching (``--list`` shows them).
+"""
+
+from __future__ import annotations
+
+HELP = "Replay an episode (from its files and git history, or from a console recording) on a virtual clock."
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("path", nargs="?", default=".", help="workspace, or a recording file (default: .)")
+    parser.add_argument("--speed", type=float, default=None, help="initial speed factor (e.g. 10)")
+    parser.add_argument("--play", action="store_true", help="start playing at once")
+    parser.add_argument("--list", action="store_true", help="print the recordings kept so far, one path a line, and exit")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from console.cli import CommandError
+    from console.episode.replay import (
+        SPEEDS, Replay, RecordingError, episode_events, is_recording, load_recording, recordings_dir)
+
+    if args.list:
+        directory = recordings_dir()
+        for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else ():
+            print(path)
+        return 0
+    path = Path(args.path)
+    if path.is_file():
+        if not is_recording(path):
+            raise CommandError(f"{path}: not an episcope recording")
+        try:
+            header, events, problems = load_recording(path)
+        except RecordingError as exc:
+            raise CommandError(str(exc)) from None
+        from console.episode.events import UNREADABLE, Event
+
+        events += [Event(UNREADABLE, p.path, p.offset, None, p) for p in problems]
+        replay = Replay(events, campaign_root=header.campaign_root, campaign=header.campaign, worktree=header.worktree)
+    else:
+        from console.episode.workspace import WorkspaceError
+
+        try:
+            workspace, events = episode_events(path)
+        except WorkspaceError as exc:
+            raise CommandError(str(exc)) from None
+        replay = Replay(events, campaign_root=str(workspace.campaign_root), campaign=workspace.name,
+                        worktree=str(workspace.worktree) if workspace.worktree else None)
+    if args.speed is not None:
+        if args.speed <= 0:
+            raise CommandError("--speed must be positive")
+        replay.speed_index = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - args.speed))
+    replay.playing = args.play
+
+    from console.app import EpiscopeApp
+
+    app = EpiscopeApp(replay=replay, readonly=True, sample_gpu=False)
+    app.run()
+    return app.return_code or 0

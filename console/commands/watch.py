@@ -1,0 +1,41 @@
+"""``episcope watch [PATH]``: the operator console on a live episode (also ``episcope [PATH]``)."""
+
+from __future__ import annotations
+
+HELP = "Open the operator console on an episode workspace and follow it live."
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
+    parser.add_argument("--readonly", action="store_true", help="watch only: every job action is dimmed and refused")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not keep a recording of this session (recordings live under the user state directory)")
+
+
+def run(args) -> int:
+    from console.cli import CommandError
+    from console.episode.workspace import WorkspaceError, resolve_workspace
+
+    try:
+        workspace = resolve_workspace(args.path)
+    except WorkspaceError as exc:
+        raise CommandError(str(exc)) from None
+
+    from console.actions import JobLauncher
+    from console.app import EpiscopeApp
+    from console.episode.replay import Recorder, new_recording_path
+    from console.episode.session import Session
+
+    recorder = None
+    if not args.no_record:
+        try:
+            recorder = Recorder(new_recording_path(workspace.name), campaign_root=str(workspace.campaign_root),
+                                campaign=workspace.name,
+                                worktree=str(workspace.worktree) if workspace.worktree else None)
+        except OSError as exc:
+            raise CommandError(f"cannot create a recording: {exc} (use --no-record)") from None
+    session = Session(args.path, workspace=workspace, on_event=recorder.record if recorder else None)
+    launcher = None if args.readonly else JobLauncher(workspace.episode_root)
+    app = EpiscopeApp(session=session, readonly=args.readonly, launcher=launcher, recorder=recorder)
+    app.run()
+    return app.return_code or 0

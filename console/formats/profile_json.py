@@ -1,0 +1,126 @@
+"""PROFILE_JSON (FORMATS §9): `<sync>/gateway_profile.json` and `[sandbox] PROFILE_JSON=` lines.
+
+Lenient: both generations (with or without kernel_count/total_duration_us/dominant_kernel/
+kernels_omitted) read; a field that is missing or of the wrong type is None, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jsonio import loads, read_json_document
+from .problems import FormatError, ReadResult
+
+PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
+_TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileKernel:
+    name: str
+    duration_ns: float | None
+    compute_sol_pct: float | None
+    mem_sol_pct: float | None
+    dram_pct: float | None
+    occupancy_pct: float | None
+    bound: str | None
+    diagnostics: tuple[dict, ...]
+    metrics: dict
+    raw: dict = field(repr=False)
+
+    @property
+    def pattern_ids(self) -> tuple[str, ...]:
+        return tuple(str(d.get("id")) for d in self.diagnostics if d.get("id") is not None)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "duration_ns": self.duration_ns, "compute_sol_pct": self.compute_sol_pct,
+                "mem_sol_pct": self.mem_sol_pct, "dram_pct": self.dram_pct, "occupancy_pct": self.occupancy_pct,
+                "bound": self.bound, "diagnostics": list(self.diagnostics), "metrics": dict(self.metrics)}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayProfile:
+    profiler: str | None
+    level: str | None
+    kernels: tuple[ProfileKernel, ...]
+    kernel_count: int | None
+    total_duration_us: float | None
+    dominant_kernel: str | None
+    kernels_omitted: int | None
+    kernel_sha256: str | None
+    note: str | None
+    symptoms: tuple[str, ...]
+    localize: tuple[str, ...]
+    raw: dict = field(repr=False)
+
+    def to_json(self) -> dict:
+        return {"profiler": self.profiler, "level": self.level, "kernels": [k.to_json() for k in self.kernels],
+                "kernel_count": self.kernel_count, "total_duration_us": self.total_duration_us,
+                "dominant_kernel": self.dominant_kernel, "kernels_omitted": self.kernels_omitted,
+                "kernel_sha256": self.kernel_sha256, "note": self.note, "symptoms": list(self.symptoms),
+                "localize": list(self.localize)}
+
+
+def _kernel(obj: Any, index: int) -> ProfileKernel:
+    if not isinstance(obj, dict):
+        raise FormatError(f"kernels[{index}] is not an object")
+    name = _str(obj.get("name"))
+    if name is None:
+        raise FormatError(f"kernels[{index}] has no name")
+    duration = _num(obj.get("duration"))
+    unit = obj.get("duration_unit") or "ns"
+    duration_ns = None if duration is None or unit not in _TO_NS else duration * _TO_NS[unit]
+    bound = obj.get("bound") if obj.get("bound") in ("compute", "memory") else None
+    diags = tuple(d for d in obj.get("diagnostics") or () if isinstance(d, dict)) if isinstance(
+        obj.get("diagnostics"), list) else ()
+    metrics = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else {}
+    return ProfileKernel(name, duration_ns, _num(obj.get("compute_sol_pct")), _num(obj.get("mem_sol_pct")),
+                         _num(obj.get("dram_pct")), _num(obj.get("occupancy_pct")), bound, diags, metrics, obj)
+
+
+def parse_profile_json(obj: Any) -> GatewayProfile:
+    """One PROFILE_JSON object; raises FormatError when it is not one."""
+    if not isinstance(obj, dict):
+        raise FormatError(f"PROFILE_JSON must be an object, got {type(obj).__name__}")
+    kernels = obj.get("kernels")
+    if not isinstance(kernels, list):
+        raise FormatError("PROFILE_JSON has no kernels list")
+    parsed = tuple(_kernel(k, i) for i, k in enumerate(kernels))
+    strings = lambda key: tuple(s for s in obj.get(key) or () if isinstance(s, str)) if isinstance(obj.get(key), list) else ()
+    return GatewayProfile(
+        profiler=_str(obj.get("profiler")), level=_str(obj.get("level")), kernels=parsed,
+        kernel_count=_int(obj.get("kernel_count")), total_duration_us=_num(obj.get("total_duration_us")),
+        dominant_kernel=_str(obj.get("dominant_kernel")), kernels_omitted=_int(obj.get("kernels_omitted")),
+        kernel_sha256=_str(obj.get("kernel_sha256")), note=_str(obj.get("note")),
+        symptoms=strings("symptoms"), localize=strings("localize"), raw=obj,
+    )
+
+
+def parse_profile_line(line: bytes | str) -> GatewayProfile:
+    """A `[sandbox] PROFILE_JSON=<json>` output line."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    text = text.strip()
+    if not text.startswith(PROFILE_PREFIX):
+        raise FormatError(f"not a {PROFILE_PREFIX!r} line")
+    try:
+        obj = loads(text[len(PROFILE_PREFIX):])
+    except ValueError as exc:
+        raise FormatError(f"invalid JSON after {PROFILE_PREFIX}: {' '.join(str(exc).split())}") from None
+    return parse_profile_json(obj)
+
+
+def read_gateway_profile(path) -> ReadResult[GatewayProfile]:
+    return read_json_document(path, parse_profile_json)

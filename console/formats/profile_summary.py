@@ -1,0 +1,93 @@
+"""summary.txt and analysis/source_evidence_manifest.json of a profile directory (FORMATS §9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.profiling.summary_text import parse
+
+from .jsonio import read_json_document
+from .problems import FormatError, ReadResult, Unreadable, one_line
+
+EVIDENCE_STATUSES = ("ok", "missing", "error", "skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSummary:
+    kernel: str | None
+    duration_us: float | None
+    patterns: tuple[tuple[str, str, str, tuple[str, ...]], ...]  # (id, severity, label, evidence)
+    symptoms: tuple[str, ...]
+    localize: tuple[str, ...]
+    stalls: tuple[tuple[str, float], ...]
+    fields: dict
+    raw: dict = field(repr=False)
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "duration_us": self.duration_us,
+                "patterns": [list(p[:3]) + [list(p[3])] for p in self.patterns],
+                "symptoms": list(self.symptoms), "localize": list(self.localize),
+                "stalls": [list(s) for s in self.stalls], "fields": dict(self.fields)}
+
+
+def parse_profile_summary(text: str) -> ProfileSummary:
+    if "===== NCU Profile Summary =====" not in text and "===== Diagnosis =====" not in text:
+        raise FormatError("not an NCU profile summary (no '===== NCU Profile Summary =====' header)")
+    p = parse(text)
+    return ProfileSummary(p["kernel"], p["duration_us"], tuple(p["patterns"]), tuple(p["symptoms"]),
+                          tuple(p["localize"]), tuple(p["stalls"]), p["fields"], p)
+
+
+def read_profile_summary(path) -> ReadResult[ProfileSummary]:
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ReadResult(None)
+    except OSError as exc:
+        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
+    try:
+        return ReadResult(parse_profile_summary(text))
+    except FormatError as exc:
+        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceEntry:
+    name: str
+    json: str | None
+    txt: str | None
+    purpose: str | None
+    status: str | None  # ok | missing | error | skipped; None for an unknown word
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "json": self.json, "txt": self.txt, "purpose": self.purpose, "status": self.status}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEvidence:
+    schema: str | None
+    evidence: tuple[EvidenceEntry, ...]
+    raw: dict = field(repr=False)
+
+    def to_json(self) -> dict:
+        return {"schema": self.schema, "evidence": [e.to_json() for e in self.evidence]}
+
+
+def parse_source_evidence(obj: Any) -> SourceEvidence:
+    if not isinstance(obj, dict) or not isinstance(obj.get("evidence"), list):
+        raise FormatError("source evidence manifest needs an 'evidence' list")
+    entries = []
+    for i, e in enumerate(obj["evidence"]):
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+            raise FormatError(f"evidence[{i}] has no name")
+        s = lambda k: e.get(k) if isinstance(e.get(k), str) else None
+        status = e.get("status") if e.get("status") in EVIDENCE_STATUSES else None
+        entries.append(EvidenceEntry(e["name"], s("json"), s("txt"), s("purpose"), status))
+    return SourceEvidence(obj.get("schema") if isinstance(obj.get("schema"), str) else None, tuple(entries), obj)
+
+
+def read_source_evidence(path) -> ReadResult[SourceEvidence]:
+    return read_json_document(path, parse_source_evidence)

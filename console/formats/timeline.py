@@ -1,0 +1,236 @@
+"""Timeline artifacts (FORMATS §10): receipt, trace summary, measurement, measure run lines.
+
+Lenient readers for the console: unknown or missing fields are None (never 0), the decoded
+object is kept as ``raw``. A document whose ``schema`` names another artifact is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .jsonio import JSONDecodeError, loads, read_json_document
+from .problems import FormatError, ReadResult
+
+RECEIPT_SCHEMA = "atrex-autonomous-timeline-receipt/v1"
+SUMMARY_SCHEMA = "atrex-autonomous-timeline-summary/v1"
+MEASUREMENT_SCHEMA = "atrex-autonomous-timeline-measurement/v1"
+RUN_SCHEMA = "atrex-autonomous-timeline-measure-run/v1"
+
+
+def _object(obj: Any, schema: str) -> dict:
+    if type(obj) is not dict:
+        raise FormatError(f"expected a JSON object, got {type(obj).__name__}")
+    found = obj.get("schema")
+    if found is not None and found != schema:
+        raise FormatError(f"schema {found!r} is not {schema!r}")
+    return obj
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict | None:
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineReceipt:
+    backend: str | None
+    stage: str | None
+    evidence_class: str | None
+    classification_reasons: tuple[str, ...] | None
+    workload_identity: str | None
+    correctness: str | None
+    low_overhead_target_percent: float | None
+    overhead_percent: float | None
+    overhead_high_percent: float | None
+    verdict: str | None
+    trace_integrity: str | None
+    committed_records: int | None
+    launch_id: int | None
+    trace: str | None
+    summary: str | None
+    measurement: str | None
+    instrumented_source_sha256: str | None
+    raw: dict
+
+    def to_json(self) -> dict:
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+        if self.classification_reasons is not None:
+            out["classification_reasons"] = list(self.classification_reasons)
+        return out
+
+
+def receipt_from_obj(obj: Any) -> TimelineReceipt:
+    obj = _object(obj, RECEIPT_SCHEMA)
+    reasons = obj.get("classification_reasons")
+    correctness = obj.get("correctness")
+    integrity = _dict(obj.get("trace_integrity")) or {}
+    summary = _dict(obj.get("measurement_summary")) or {}
+    interval = _dict(summary.get("interval")) or {}
+    return TimelineReceipt(
+        backend=_str(obj.get("backend")),
+        stage=_str(obj.get("stage")),
+        evidence_class=_str(obj.get("evidence_class")),
+        classification_reasons=tuple(r for r in reasons if isinstance(r, str)) if isinstance(reasons, list) else None,
+        workload_identity=_str(obj.get("workload_identity")),
+        correctness=_str(correctness.get("status")) if isinstance(correctness, dict) else _str(correctness),
+        low_overhead_target_percent=_num(obj.get("low_overhead_target_percent")),
+        overhead_percent=_num(summary.get("overhead_percent")),
+        overhead_high_percent=_num(interval.get("high_percent")),
+        verdict=_str(summary.get("verdict")),
+        trace_integrity=_str(integrity.get("status")),
+        committed_records=_int(integrity.get("committed_records")),
+        launch_id=_int(integrity.get("launch_id")),
+        trace=_str(obj.get("trace")),
+        summary=_str(obj.get("summary")),
+        measurement=_str(obj.get("measurement")),
+        instrumented_source_sha256=_str(obj.get("instrumented_source_sha256")),
+        raw=obj,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineSummary:
+    committed_records: int | None
+    canonical_events: int | None
+    ranges: int | None
+    instants: int | None
+    counters: int | None
+    owners_observed: int | None
+    physical_sms: int | None
+    span_ns: int | None
+    site_event_count: dict | None
+    site_total_duration_ns: dict | None
+    raw: dict
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+
+
+def summary_from_obj(obj: Any) -> TimelineSummary:
+    obj = _object(obj, SUMMARY_SCHEMA)
+    return TimelineSummary(
+        **{k: _int(obj.get(k)) for k in ("committed_records", "canonical_events", "ranges", "instants",
+                                         "counters", "owners_observed", "physical_sms", "span_ns")},
+        site_event_count=_dict(obj.get("site_event_count")),
+        site_total_duration_ns=_dict(obj.get("site_total_duration_ns")),
+        raw=obj,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineMeasurement:
+    baseline_ms: float | None
+    instrumented_ms: float | None
+    overhead_percent: float | None
+    interval_low_percent: float | None
+    interval_high_percent: float | None
+    interval_method: str | None
+    p_value: float | None
+    verdict: str | None
+    blocks: int | None
+    runs: tuple[dict, ...]
+    schedule: tuple[str, ...] | None
+    workload_identity: str | None
+    device_uuid: str | None
+    raw: dict
+
+    def to_json(self) -> dict:
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+        out["runs"] = list(self.runs)
+        out["schedule"] = None if self.schedule is None else list(self.schedule)
+        return out
+
+
+def measurement_from_obj(obj: Any) -> TimelineMeasurement:
+    obj = _object(obj, MEASUREMENT_SCHEMA)
+    interval = _dict(obj.get("interval")) or {}
+    test = _dict(obj.get("rank_test")) or {}
+    runs = obj.get("runs")
+    schedule = obj.get("schedule")
+    device = _dict(obj.get("device_identity")) or {}
+    blocks = _int(obj.get("blocks"))
+    if blocks is None and isinstance(schedule, list):
+        blocks = len(schedule)
+    return TimelineMeasurement(
+        baseline_ms=_num(obj.get("baseline_ms")),
+        instrumented_ms=_num(obj.get("instrumented_ms")),
+        overhead_percent=_num(obj.get("overhead_percent")),
+        interval_low_percent=_num(interval.get("low_percent")),
+        interval_high_percent=_num(interval.get("high_percent")),
+        interval_method=_str(interval.get("method")),
+        p_value=_num(test.get("p_value")),
+        verdict=_str(obj.get("verdict")),
+        blocks=blocks,
+        runs=tuple(r for r in runs if isinstance(r, dict)) if isinstance(runs, list) else (),
+        schedule=tuple(str(p) for p in schedule) if isinstance(schedule, list) else None,
+        workload_identity=_str(obj.get("workload_identity")),
+        device_uuid=_str(device.get("uuid")),
+        raw=obj,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MeasureRun:
+    """One line of ``<measurement>.runs.jsonl``: a run, a block's statistics, or the end."""
+
+    event: str  # run | block | done | rejected
+    block: int | None
+    ordinal: int | None
+    variant: str | None
+    latency_ms: float | None
+    overhead_percent: float | None
+    interval_low_percent: float | None
+    interval_high_percent: float | None
+    p_value: float | None
+    verdict: str | None
+    reason: str | None
+    at: float | None
+    raw: dict
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+
+
+def parse_measure_run_line(line: bytes | str) -> MeasureRun:
+    try:
+        obj = loads(line)
+    except JSONDecodeError as exc:
+        raise FormatError(f"invalid JSON: {exc}") from None
+    obj = _object(obj, RUN_SCHEMA)
+    event = obj.get("event")
+    if event not in ("run", "block", "done", "rejected"):
+        raise FormatError(f"unknown measure line event {event!r}")
+    return MeasureRun(
+        event=event, block=_int(obj.get("block")), ordinal=_int(obj.get("ordinal")),
+        variant=_str(obj.get("variant")), latency_ms=_num(obj.get("latency_ms")),
+        overhead_percent=_num(obj.get("overhead_percent")),
+        interval_low_percent=_num(obj.get("interval_low_percent")),
+        interval_high_percent=_num(obj.get("interval_high_percent")),
+        p_value=_num(obj.get("p_value")), verdict=_str(obj.get("verdict")), reason=_str(obj.get("reason")),
+        at=_num(obj.get("at")), raw=obj,
+    )
+
+
+def read_timeline_receipt(path: str | os.PathLike) -> ReadResult[TimelineReceipt]:
+    return read_json_document(path, receipt_from_obj)
+
+
+def read_timeline_summary(path: str | os.PathLike) -> ReadResult[TimelineSummary]:
+    return read_json_document(path, summary_from_obj)
+
+
+def read_timeline_measurement(path: str | os.PathLike) -> ReadResult[TimelineMeasurement]:
+    return read_json_document(path, measurement_from_obj)

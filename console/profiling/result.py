@@ -1,0 +1,68 @@
+"""One profile directory as the console sees it: what the spine hands to the reducer."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from console.formats.problems import Unreadable
+from console.formats.profile_json import GatewayProfile, read_gateway_profile
+from console.formats.profile_summary import read_profile_summary
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileResult:
+    dir: str
+    level: str | None
+    kernels: tuple  # ProfileKernel, longest first
+    bottleneck: str | None  # "memory" | "compute" of the dominant kernel
+    symptoms: tuple[str, ...]
+    localize: tuple[str, ...]
+    kernel_sha256: str | None
+    stalls: tuple[tuple[str, float], ...]  # deep: top stall reasons (cycles per issued instruction)
+    patterns: tuple[tuple[str, str, str, tuple[str, ...]], ...]
+    dominant_kernel: str | None
+
+    def to_json(self) -> dict:
+        return {"dir": self.dir, "level": self.level, "kernels": [k.to_json() for k in self.kernels],
+                "bottleneck": self.bottleneck, "symptoms": list(self.symptoms), "localize": list(self.localize),
+                "kernel_sha256": self.kernel_sha256, "stalls": [list(s) for s in self.stalls],
+                "patterns": [list(p[:3]) + [list(p[3])] for p in self.patterns],
+                "dominant_kernel": self.dominant_kernel}
+
+
+def _dominant(doc: GatewayProfile):
+    return next((k for k in doc.kernels if k.name == doc.dominant_kernel), doc.kernels[0] if doc.kernels else None)
+
+
+def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]]:
+    """Read gateway_profile.json and summary.txt of one directory; either may be missing."""
+    path = str(path)
+    doc_r = read_gateway_profile(os.path.join(path, "gateway_profile.json"))
+    sum_r = read_profile_summary(os.path.join(path, "summary.txt"))
+    problems = doc_r.problems + sum_r.problems
+    doc, summary = doc_r.value, sum_r.value
+    if doc is None and summary is None:
+        return None, problems
+    top = _dominant(doc) if doc is not None else None
+    if doc is not None and top is not None:
+        patterns = tuple((str(d.get("id")), str(d.get("severity")), str(d.get("label")),
+                          tuple(str(e) for e in d.get("evidence") or ())) for d in top.diagnostics)
+    else:
+        patterns = summary.patterns if summary is not None else ()
+    symptoms = doc.symptoms if doc is not None and doc.symptoms else (summary.symptoms if summary else ())
+    localize = doc.localize if doc is not None and doc.localize else (summary.localize if summary else ())
+    # Only files that really are in this directory count as places to look.
+    localize = tuple(rel for rel in localize if os.path.isfile(os.path.join(path, rel)))
+    return ProfileResult(
+        dir=path,
+        level=doc.level if doc is not None else None,
+        kernels=doc.kernels if doc is not None else (),
+        bottleneck=top.bound if top is not None else None,
+        symptoms=symptoms,
+        localize=localize,
+        kernel_sha256=doc.kernel_sha256 if doc is not None else None,
+        stalls=summary.stalls if summary is not None else (),
+        patterns=patterns,
+        dominant_kernel=(doc.dominant_kernel if doc is not None else None) or (summary.kernel if summary else None),
+    ), problems

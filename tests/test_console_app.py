@@ -1,0 +1,357 @@
+"""Pilot tests of the live console: every pane, every key, the action layer's real sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console.actions import ACTIONS, MAX_JOBS, JobLauncher, sandbox_flags
+from console.app import EpiscopeApp
+from console.episode.session import Session
+from console.formats.job_record import job_record_from_obj, read_job_record
+from console.jobs.local import group_members
+from console.jobs.request import parse_request
+from console_fixture import build_episode
+from spine_helpers import tele, write_lines
+from textual.widgets import DataTable, Input, Log, Static
+from widgets.abba_stats import AbbaStats
+from widgets.gpu_pane import GpuPane
+from widgets.header import EpisodeHeader
+from widgets.phase_timeline import PhaseTimeline
+
+SIZE = (150, 46)
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def episode(tmp_path):
+    campaign, worktree = build_episode(tmp_path)
+    return campaign, worktree, Session(campaign).scan()
+
+
+def texts(widget) -> str:
+    """What a widget shows on screen, as plain text."""
+    return "\n".join(strip.text for strip in widget.render_lines(widget.size.region))
+
+
+def rows(app, selector: str) -> list[list[str]]:
+    table = app.query_one(selector, DataTable)
+    return [[str(getattr(c, "plain", c)) for c in table.get_row(key)] for key in table.rows]
+
+
+def make_app(state, tmp_path, **kwargs) -> EpiscopeApp:
+    kwargs.setdefault("sample_gpu", False)
+    return EpiscopeApp(state=state, clock=lambda: state.last_event_at or 0.0, **kwargs)
+
+
+async def test_every_pane_shows_the_episode(episode, tmp_path):
+    campaign, worktree, state = episode
+    app = make_app(state, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        header = texts(app.query_one(EpisodeHeader))
+        assert "demo" in header and "exploring" in header and "1/4" in header  # one running job
+        assert "v2 80.500" in header  # the incumbent: best accepted version
+        lanes = app.query_one(PhaseTimeline).render().plain
+        assert "ep0001/#1" in lanes and "ep0001/#2" in lanes
+        assert "▒" in lanes  # the mismatched end is a partial span, kept
+        assert "▶" in lanes  # correctness is still running
+        assert "▲" in lanes and "·" in lanes  # the sandbox job and the source read
+        versions = rows(app, "#versions-table")
+        assert [r[0] for r in versions] == ["v0", "v1", "v2", "v3"]
+        assert versions[3][3] == "FAIL"
+        jobs = rows(app, "#jobs-table")
+        assert [r[0] for r in jobs] == ["job-0003", "job-0002", "job-0001"]
+        assert jobs[0][1] == "running" and jobs[1][5] == "1"
+        log = app.query_one(Log)
+        assert any("warmup=3" in line for line in log.lines)
+        abba = texts(app.query_one(AbbaStats).query_one("#abba-body", Static))
+        assert "PASS" in abba and "n=2" in abba and "+9.95%" in abba
+        unreadable = rows(app, "#unreadable-table")
+        assert any(r[0].endswith("telemetry.jsonl") and r[1].isdigit() for r in unreadable)
+        alerts = rows(app, "#alerts-table")
+        assert any("partial: mismatched_end" in r[1] for r in alerts)
+        assert "N/A" in texts(app.query_one(GpuPane).query_one("#gpu-body", Static))
+
+
+async def test_selecting_a_job_follows_its_log(episode, tmp_path):
+    _, worktree, state = episode
+    app = make_app(state, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4", "down")
+        await pilot.pause(0.6)
+        log = app.query_one(Log)
+        assert any("correctness mismatch" in line for line in log.lines)
+        # New lines of the selected job's log arrive without a new state.
+        with open(worktree / ".atrex_long_horizon" / "sandbox" / "job-0002" / "stdout.log", "a") as fh:
+            fh.write("retrying shape 4\n")
+        await pilot.pause(0.8)
+        assert any("retrying shape 4" in line for line in log.lines)
+
+
+async def test_number_keys_tab_and_escape_move_between_panes(episode, tmp_path):
+    app = make_app(episode[2], tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        assert app.focused.id == "versions-table"
+        await pilot.press("7")
+        assert app.focused.id == "alerts-table"
+        await pilot.press("1")
+        assert isinstance(app.focused, PhaseTimeline)
+        await pilot.press("tab")
+        assert app.focused is not None and not isinstance(app.focused, PhaseTimeline)
+        await pilot.click("#unreadable-table")
+        assert app.focused.id == "unreadable-table"
+
+
+async def test_slash_filters_the_focused_table(episode, tmp_path):
+    app = make_app(episode[2], tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6", "slash")
+        assert app.query_one("#filter", Input).has_focus
+        await pilot.press("v", "2")
+        await pilot.pause()
+        assert [r[0] for r in rows(app, "#versions-table")] == ["v2"]
+        await pilot.press("enter")
+        assert app.focused.id == "versions-table"
+        assert rows(app, "#jobs-table") and len(rows(app, "#jobs-table")) == 3  # other tables untouched
+        await pilot.press("escape")  # esc on a filtered pane clears its filter
+        await pilot.pause()
+        assert len(rows(app, "#versions-table")) == 4
+
+
+async def test_help_screen_lists_keys_and_closes_with_escape(episode, tmp_path):
+    app = make_app(episode[2], tmp_path, readonly=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        from console.screens.help import HelpScreen
+
+        assert isinstance(app.screen, HelpScreen)
+        shown = texts(app.screen.query_one(Static))
+        assert "read-only" in shown and "Benchmark run" in shown
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_readonly_dims_and_refuses_every_action(episode, tmp_path):
+    _, worktree, state = episode
+    launcher = JobLauncher(worktree)
+    app = make_app(state, tmp_path, readonly=True, launcher=launcher)
+    async with app.run_test(size=SIZE) as pilot:
+        for action in ACTIONS:
+            assert app.check_action("launch", (action.name,)) is None  # shown dimmed
+            await pilot.press(action.key)
+        await pilot.press("4", "x")
+        await pilot.pause()
+        assert launcher.launched == []
+        assert app.check_action("cancel_job", ()) is None
+        assert not any(title.startswith(("Benchmark", "Profile", "Cancel")) for title, _, _ in app.palette_commands())
+
+
+async def test_four_job_limit_is_visible_and_enforced(episode, tmp_path):
+    _, worktree, state = episode
+    running = [job_record_from_obj({**j.raw, "job_id": f"job-9{i}", "state": "running"}) for i, j in enumerate(state.jobs * 2)][:4]
+    busy = replace(state, jobs=tuple(running))
+    launcher = JobLauncher(worktree)
+    app = make_app(busy, tmp_path, launcher=launcher)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert f"{MAX_JOBS}/{MAX_JOBS}" in texts(app.query_one(EpisodeHeader))
+        assert app.why_blocked("benchmark_run") == "4/4 jobs running"
+        await pilot.press("b")
+        assert launcher.launched == []
+
+
+def _profiled(state, worktree):
+    profile = {"dir": str(worktree / "profiles" / "episode_1" / "survey"), "level": "survey",
+               "kernel_sha256": "ab" * 32, "bottleneck": "memory", "symptoms": ["memory-bound"],
+               "localize": ["analysis/source_metrics_line_run.txt"],
+               "kernels": [{"name": "gemm_kernel", "duration": 12000, "duration_unit": "ns", "compute_sol_pct": 41.0,
+                            "mem_sol_pct": 88.5, "occupancy_pct": 50.0, "bound": "memory"},
+                           {"name": "reduce_kernel", "duration": 3000, "duration_unit": "ns"}]}
+    return replace(state, profiles=(profile,))
+
+
+async def test_deep_profile_targets_the_kernel_selected_in_the_funnel(episode, tmp_path):
+    _, worktree, state = episode
+    launcher = JobLauncher(worktree, extra_flags=("--dry-run",), log_dir=tmp_path / "out")
+    app = make_app(state, tmp_path, launcher=launcher)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.why_blocked("profile_deep") == "select a kernel in the funnel"
+        app.set_state(_profiled(state, worktree))
+        await pilot.pause(0.3)
+        funnel = rows(app, "#funnel-table")
+        assert funnel[0][:2] == ["gemm_kernel", "12.00"] and funnel[1][2] == "N/A"  # unknown stays unknown
+        await pilot.press("2", "down")
+        assert app.selected_kernel() == "reduce_kernel"
+        await pilot.press("d")
+        assert launcher.launched and "--kernel-regex" in launcher.launched[0].argv
+        assert launcher.launched[0].argv[launcher.launched[0].argv.index("--kernel-regex") + 1] == "^reduce_kernel$"
+        launcher.launched[0].process.wait(30)
+
+
+def test_every_action_is_a_request_the_sandbox_accepts(tmp_path):
+    for action in ACTIONS:
+        flags = sandbox_flags(action.name, episode=3, kernel="gemm_kernel", workspace=str(tmp_path))
+        request, dry = parse_request(flags, environ={})
+        assert not dry and request.workspace == str(tmp_path)
+        if action.name.startswith("profile_"):
+            assert request.kind == "profile" and request.sync[0].startswith("profiles/episode_3/")
+        if action.name in ("correctness_run", "benchmark_run"):
+            assert request.kind == "run" and "test_kernel.py" in request.argv
+    assert "--multi-seed" in sandbox_flags("correctness_run")
+    assert "--multi-seed" not in sandbox_flags("benchmark_run")
+
+
+async def test_each_key_launches_its_sandbox_job(episode, tmp_path):
+    _, worktree, state = episode
+    out = tmp_path / "out"
+    launcher = JobLauncher(worktree, extra_flags=("--dry-run",), log_dir=out)
+    app = make_app(_profiled(state, worktree), tmp_path, launcher=launcher)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for action in ACTIONS:
+            await pilot.press(action.key)
+            assert launcher.launched[-1].action == action.name, action.name
+            launcher.launched[-1].process.wait(30)
+    requests = [json.loads(p.read_text()) for p in sorted(out.iterdir())]
+    assert len(requests) == len(ACTIONS)
+    kinds = sorted(r["kind"] for r in requests)
+    assert kinds.count("profile") == 4 and kinds.count("run") == 2
+
+
+async def test_command_palette_lists_what_makes_sense_now(episode, tmp_path):
+    _, worktree, state = episode
+    launcher = JobLauncher(worktree, extra_flags=("--dry-run",), log_dir=tmp_path / "out")
+    app = make_app(state, tmp_path, launcher=launcher)
+    async with app.run_test(size=SIZE) as pilot:
+        titles = [t for t, _, _ in app.palette_commands()]
+        assert "Benchmark run" in titles and not any(t.startswith("Profile: deep") for t in titles)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"benchmark run")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert [j.action for j in launcher.launched] == ["benchmark_run"]
+        launcher.launched[0].process.wait(30)
+
+
+def _sleepy_worktree(worktree: Path) -> None:
+    # The benchmark command of this episode just waits: a job that is still running.
+    (worktree / "test_kernel.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+
+
+def _wait(predicate, seconds: float = 20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return None
+
+
+def _record(worktree: Path):
+    root = worktree / ".atrex_long_horizon" / "sandbox"
+    for directory in sorted(root.iterdir()):
+        if directory.name.startswith("job-"):
+            continue
+        record = read_job_record(directory / "job.json").value
+        if record is not None and record.pgid:
+            return record
+    return None
+
+
+async def test_cancel_asks_first_then_ends_the_job_group(tmp_path):
+    campaign, worktree = build_episode(tmp_path)
+    _sleepy_worktree(worktree)
+    session = Session(campaign)
+    launcher = JobLauncher(worktree)
+    app = EpiscopeApp(session=session, launcher=launcher, sample_gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.5)
+        await pilot.press("b")
+        record = _wait(lambda: _record(worktree))
+        assert record is not None and group_members(record.pgid)
+        await pilot.pause(0.5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                r[0] == record.job_id for r in rows(app, "#jobs-table")):
+            await pilot.pause(0.2)
+        await pilot.press("4")
+        table = app.query_one("#jobs-table", DataTable)
+        table.move_cursor(row=[k.value for k in table.rows].index(record.job_id))
+        await pilot.press("x")
+        from console.screens.confirm import ConfirmScreen
+
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # declined: nothing happens
+        assert group_members(record.pgid)
+        await pilot.press("x", "y")
+        final = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            final = read_job_record(worktree / ".atrex_long_horizon" / "sandbox" / record.job_id / "job.json").value
+            if final.terminal:
+                break
+            await pilot.pause(0.2)
+        assert final.state == "cancelled"
+        assert _wait(lambda: not group_members(record.pgid), 10)
+    launcher.shutdown()
+
+
+async def test_quitting_leaves_no_job_process_behind(tmp_path):
+    campaign, worktree = build_episode(tmp_path)
+    _sleepy_worktree(worktree)
+    launcher = JobLauncher(worktree)
+    app = EpiscopeApp(session=Session(campaign), launcher=launcher, sample_gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("b")
+        record = _wait(lambda: _record(worktree))
+        assert record is not None and group_members(record.pgid)
+        sandbox_pid = launcher.launched[0].process.pid
+        await pilot.press("q")
+    assert not group_members(record.pgid)
+    assert not group_members(sandbox_pid)
+
+
+async def test_live_view_follows_appended_telemetry(tmp_path):
+    campaign, worktree = build_episode(tmp_path)
+    app = EpiscopeApp(session=Session(campaign), sample_gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 10
+        while app.episode_state.event_count == 0 and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        assert "ep0001/#1" in app.query_one(PhaseTimeline).render().plain
+        write_lines(worktree / ".atrex_long_horizon" / "telemetry.jsonl",
+                    [tele("phase_started", 500.0, iteration="episode-0002", phase="research")])
+        deadline = time.monotonic() + 10
+        while "ep0002/#1" not in app.query_one(PhaseTimeline).render().plain and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        assert "ep0002/#1" in app.query_one(PhaseTimeline).render().plain
+        # A broken line shows up in the unreadable list; the console keeps going.
+        telemetry = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+        offset = str(telemetry.stat().st_size)
+        with open(telemetry, "ab") as fh:
+            fh.write(b"not json at all\n")
+
+        def shown() -> bool:
+            return any(r[0].endswith("telemetry.jsonl") and r[1] == offset for r in rows(app, "#unreadable-table"))
+
+        deadline = time.monotonic() + 10
+        while not shown() and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        assert shown()

@@ -1,0 +1,154 @@
+"""Replay: the virtual clock, marks, git-history times, recordings, and the replay screen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from console.app import EpiscopeApp
+from console.episode import events as ev
+from console.episode.reducer import fold
+from console.episode.replay import (
+    Recorder, Replay, episode_events, is_recording, load_recording, new_recording_path, recordings_dir,
+    version_commit_times)
+from console.episode.session import Session
+from console_fixture import build_episode
+from widgets.replay_bar import ReplayBar
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def replay_of(tmp_path):
+    campaign, worktree = build_episode(tmp_path)
+    workspace, events = episode_events(campaign)
+    replay = Replay(events, campaign_root=str(workspace.campaign_root), campaign=workspace.name,
+                    worktree=str(workspace.worktree))
+    return campaign, worktree, replay
+
+
+def test_replay_to_the_end_equals_one_fold(replay_of):
+    _, _, replay = replay_of
+    replay.seek_index(replay.total)
+    state = replay.state()
+    whole = fold(replay.events)
+    assert state.event_count == whole.event_count == replay.total
+    assert dict(state.phase_totals) == dict(whole.phase_totals)
+    assert len(state.versions) == len(whole.versions) == 4
+    replay.step(-1)
+    assert replay.state().event_count == replay.total - 1
+    replay.seek_index(0)
+    assert replay.state().event_count == 0
+
+
+def test_events_are_in_time_order_and_versions_sit_at_their_commit_time(replay_of):
+    campaign, _, replay = replay_of
+    committed = version_commit_times(campaign)
+    assert str(campaign / "memory" / "v3.json") in committed
+    versions = [e for e in replay.events if e.kind == ev.MEMORY_VERSION]
+    assert {e.at for e in versions if e.path in committed} <= set(committed.values())
+    times = [t for t in replay.times if t is not None]
+    assert times == sorted(times)
+
+
+def test_virtual_clock_plays_at_its_speed_and_stops_at_the_end(replay_of):
+    _, _, replay = replay_of
+    assert replay.advance(1.0) is False  # paused: nothing moves
+    replay.toggle()
+    replay.speed_index = 1  # 0.5x
+    start = replay.now
+    replay.advance(2.0)
+    assert replay.now == pytest.approx(start + 1.0)
+    replay.faster(+1)
+    assert replay.speed == 1.0
+    while replay.playing:
+        replay.advance(1e9)
+    assert replay.finished and replay.state().event_count == replay.total
+
+
+def test_marks_jump_to_phase_starts_and_versions(replay_of):
+    _, _, replay = replay_of
+    phases = [m for m in replay.marks if m.kind == "phase"]
+    assert [m.label.split()[0] for m in phases][:2] == ["research", "planning"] or len(phases) >= 4
+    first = replay.jump("phase", +1)
+    assert first is not None and replay.position == first.index
+    assert replay.state().active_phase is not None
+    version = replay.jump("version", +1)
+    assert version is not None and version.label.startswith("v")
+    back = replay.jump("phase", -1)
+    assert back is not None and back.index < version.index
+
+
+def test_recording_round_trip_replays_what_was_watched(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    campaign, worktree = build_episode(tmp_path / "ws")
+    path = new_recording_path("demo")
+    assert path.parent == recordings_dir() and tmp_path / "state" in path.parents
+    recorder = Recorder(path, campaign_root=str(campaign), campaign="demo", worktree=str(worktree))
+    session = Session(campaign, on_event=recorder.record)
+    live = session.scan()
+    recorder.close()
+    assert is_recording(path) and not any(p.is_relative_to(campaign) for p in [path])
+    header, events, problems = load_recording(path)
+    assert header.campaign == "demo" and problems == []
+    replay = Replay(events, campaign_root=header.campaign_root, campaign=header.campaign, worktree=header.worktree)
+    replay.seek_index(replay.total)
+    again = replay.state()
+    assert again.event_count == live.event_count
+    assert dict(again.phase_totals) == dict(live.phase_totals)
+    assert [j.job_id for j in again.jobs] == [j.job_id for j in live.jobs]
+    assert [v.version for v in again.versions] == [v.version for v in live.versions]
+    assert len(again.unreadable) == len(live.unreadable)
+    assert [a.code for a in again.alerts] == [a.code for a in live.alerts]
+    # A torn last line (the console died mid-write) is reported, the rest is kept.
+    with open(path, "ab") as fh:
+        fh.write(b'{"kind": "telemetry", "da\n')
+    _, events2, problems2 = load_recording(path)
+    assert len(events2) == len(events) and len(problems2) == 1 and problems2[0].offset is not None
+
+
+async def test_replay_screen_keys_move_the_virtual_clock(replay_of):
+    _, _, replay = replay_of
+    app = EpiscopeApp(replay=replay, readonly=True, sample_gpu=False)
+    async with app.run_test(size=(150, 46)) as pilot:
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.episode_state.event_count == replay.total
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.episode_state.event_count == 0
+        await pilot.press("full_stop", "full_stop", "comma")
+        await pilot.pause()
+        assert replay.position == 1
+        await pilot.press("greater_than_sign")
+        await pilot.pause()
+        assert app.episode_state.active_phase is not None
+        await pilot.press("v")
+        await pilot.pause()
+        assert app.episode_state.versions
+        assert app.check_action("launch", ("benchmark_run",)) is None  # replay never launches
+        assert app.check_action("toggle_play", ()) is True
+        await pilot.press("home", "plus", "plus", "plus", "plus", "plus", "plus", "plus", "plus", "space")
+        await pilot.pause(0.5)
+        assert replay.position > 0
+        await pilot.press("space")
+        bar = app.query_one(ReplayBar)
+        await pilot.click(ReplayBar, offset=(bar.size.width // 2, 1))
+        await pilot.pause()
+        assert 0.3 < replay.fraction() < 0.7
+        titles = [t for t, _, _ in app.palette_commands()]
+        assert any(t.startswith("Jump to version v") for t in titles)
+
+
+def test_watch_refuses_a_path_that_is_not_a_workspace(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "console.cli", "watch", str(tmp_path / "nowhere")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and "no such directory" in out.stderr

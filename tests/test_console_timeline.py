@@ -1,0 +1,80 @@
+"""The intra-kernel timeline screen and the GPU sampler (N/A without a GPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from console.app import EpiscopeApp
+from console.episode.session import Session
+from console.gpu.sampler import GpuReading, GpuSampler
+from console.screens.timeline import TimelineScreen
+from console_fixture import build_episode, write_receipt
+from textual.widgets import DataTable, Static
+from widgets.gpu_pane import reading_table
+from widgets.timeline_view import OwnerLanes
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    campaign, worktree = build_episode(tmp_path / "ws")
+    app = EpiscopeApp(session=Session(campaign), sample_gpu=False)
+    async with app.run_test(size=(150, 46)) as pilot:
+        for _ in range(100):
+            if app.receipts():
+                break
+            await pilot.pause(0.1)
+        await pilot.press("t")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen) and screen.capture is not None
+        lanes = screen.query_one(OwnerLanes)
+        assert len(lanes.lanes) == 4  # 2 CTAs x 2 warp writers
+        text = lanes.render().plain
+        assert "SM0" in text and "cta(1,0,0)" in text and "█" in text
+        table = screen.query_one("#sites-table", DataTable)
+        site_rows = {table.get_row(k)[0]: table.get_row(k) for k in table.rows}
+        assert set(site_rows) == {"load", "store"}
+        assert site_rows["load"][3] == "4" and site_rows["load"][5] == "0.400"  # 400 ns ranges, in µs
+        await pilot.press("e")
+        await pilot.pause()
+        exported = list((tmp_path / "state" / "episcope" / "exports").iterdir())
+        assert len(exported) == 1 and exported[0].stat().st_size > 0
+        assert not any(p.is_relative_to(campaign) or p.is_relative_to(worktree) for p in exported)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, TimelineScreen)
+
+
+async def test_a_rejected_capture_is_explained_not_fatal(tmp_path):
+    receipt = write_receipt(tmp_path / "capture")
+    raw = bytearray((tmp_path / "capture" / "raw.bin").read_bytes())
+    raw[28] = 1  # status bit: overflow
+    (tmp_path / "capture" / "raw.bin").write_bytes(bytes(raw))
+    app = EpiscopeApp(sample_gpu=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.open_timeline(str(receipt))
+        await pilot.pause()
+        message = "\n".join(s.text for s in app.screen.query_one("#timeline-error", Static).render_lines(
+            app.screen.query_one("#timeline-error", Static).size.region))
+        assert "overflow" in message
+        assert app.screen.check_action("export", ()) is False
+
+
+def test_gpu_sampler_never_raises_and_reports_na_without_nvml():
+    sampler = GpuSampler()
+    reading = sampler.sample()
+    sampler.close()
+    assert isinstance(reading, GpuReading)
+    if not reading.gpus:
+        assert reading.unavailable
+        assert "N/A" in reading_table(reading).plain
+    else:
+        assert all(g.index >= 0 for g in reading.gpus)

@@ -1,0 +1,84 @@
+"""The real ``episcope`` binary inside tmux, driven with send-keys as a person would."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console_fixture import build_episode
+
+TMUX = shutil.which("tmux")
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+
+
+def episcope_argv() -> list[str]:
+    binary = Path(sys.executable).parent / "episcope"
+    return [str(binary)] if binary.exists() else [sys.executable, "-m", "console.cli"]
+
+
+class Tmux:
+    def __init__(self, socket: str, env: dict) -> None:
+        self.socket = socket
+        self.env = env
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=20,
+                              env=self.env, check=check)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "console").stdout
+
+    def wait_for(self, needle: str, seconds: float = 30.0) -> str:
+        deadline = time.monotonic() + seconds
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if needle in text:
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"{needle!r} never appeared; screen was:\n{text}")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "console", *keys)
+        time.sleep(0.3)
+
+
+def test_the_binary_in_tmux_shows_the_console_and_answers_keys(tmp_path):
+    campaign, _ = build_episode(tmp_path / "ws")
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), TERM="xterm-256color")
+    env.pop("TMUX", None)
+    tmux = Tmux(f"episcope-test-{os.getpid()}", env)
+    command = " ".join([*episcope_argv(), "watch", str(campaign)])
+    tmux.run("new-session", "-d", "-s", "console", "-x", "150", "-y", "46", command)
+    try:
+        screen = tmux.wait_for("demo")
+        assert "LIVE" in screen and "Versions" in screen
+        tmux.wait_for("job-0003")
+        tmux.keys("6")
+        tmux.keys("/")
+        tmux.wait_for("filter the focused table")
+        tmux.keys("v", "3")
+        tmux.wait_for("/v3")
+        tmux.keys("Enter")
+        screen = tmux.wait_for("/v3")
+        assert "v3" in screen and "v1 " not in screen
+        tmux.keys("Escape")
+        tmux.keys("F1")
+        tmux.wait_for("each a sandbox job")
+        tmux.keys("Escape")
+        tmux.keys("q")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and tmux.run("has-session", "-t", "console", check=False).returncode == 0:
+            time.sleep(0.2)
+        assert tmux.run("has-session", "-t", "console", check=False).returncode != 0
+        # The session was recorded under the user's state directory, not in the workspace.
+        recordings = list((tmp_path / "state" / "episcope" / "recordings").glob("*.jsonl"))
+        assert len(recordings) == 1 and recordings[0].stat().st_size > 0
+    finally:
+        tmux.run("kill-server", check=False)

@@ -1,0 +1,114 @@
+"""measure with real fresh processes (CPU only): schedule, live runs log, adaptive stop, drift."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.timeline.measure import MeasureConfig, MeasureError, measure, runs_log_path, verify_measurement
+
+from timeline_support import FIXTURES
+
+PROGRAM = [sys.executable, "-S", str(FIXTURES / "sample_program.py")]
+SCRIPT = Path(__file__).parents[1] / "skills" / "autonomous-gpu-kernel-timeline" / "scripts" / "timeline.py"
+
+
+def _config(tmp_path, **kw) -> MeasureConfig:
+    for name in ("clean.cu", "inst.cu"):
+        if not (tmp_path / name).exists():
+            (tmp_path / name).write_text(name)
+    env = {"SAMPLE_COUNTER": str(tmp_path / "counter")}
+    env.update(kw.pop("env", {}))
+    return MeasureConfig(baseline_command=PROGRAM, instrumented_command=PROGRAM,
+                         baseline_source=str(tmp_path / "clean.cu"), instrumented_source=str(tmp_path / "inst.cu"),
+                         output=str(tmp_path / "measurement.json"), env=env, **kw)
+
+
+def test_abba_baab_schedule_and_live_log(tmp_path):
+    art = measure(_config(tmp_path, max_blocks=2))
+    assert art["schedule"] == ["ABBA", "BAAB"]
+    assert [r["variant"][0] for r in art["runs"]] == list("biibibbi")
+    assert art["aggregation"]["center"] == "median"
+    assert 1.5 < art["overhead_percent"] < 2.5
+    assert art["interval"]["method"] == "hodges_lehmann_exact"
+    assert art["interval"]["low_percent"] <= art["overhead_percent"] <= art["interval"]["high_percent"]
+    lines = [json.loads(x) for x in runs_log_path(tmp_path / "measurement.json").read_text().splitlines()]
+    assert [x["event"] for x in lines] == ["run"] * 4 + ["block"] + ["run"] * 4 + ["block", "done"]
+    assert verify_measurement(json.loads((tmp_path / "measurement.json").read_text())) == []
+
+
+def test_adaptive_blocks_stop_on_interval_width(tmp_path):
+    art = measure(_config(tmp_path, min_blocks=2, max_blocks=8, ci_width=5.0))
+    assert art["stop_reason"] == "ci_width" and art["blocks"] == 2
+    art = measure(_config(tmp_path, min_blocks=3, max_blocks=4, ci_width=1e-9))
+    assert art["stop_reason"] == "max_blocks" and art["blocks"] == 4
+    assert art["rank_test"]["difference_detected"] is True
+    assert art["bootstrap_interval"]["low_percent"] <= art["bootstrap_interval"]["high_percent"]
+
+
+@pytest.mark.parametrize("env,reason", [
+    ({"SAMPLE_DRIFT_AFTER": "2"}, "workload drift"),
+    ({"SAMPLE_DEVICE_DRIFT": "1"}, "device drift"),
+    ({"SAMPLE_EXTRA_LINE": "1"}, "exactly one"),
+])
+def test_drift_and_bad_samples_are_rejected(tmp_path, env, reason):
+    with pytest.raises(MeasureError, match=reason):
+        measure(_config(tmp_path, env=env))
+    assert not (tmp_path / "measurement.json").exists()
+    last = json.loads(runs_log_path(tmp_path / "measurement.json").read_text().splitlines()[-1])
+    assert last["event"] == "rejected"
+
+
+def test_source_changed_mid_run_is_rejected(tmp_path):
+    cfg = _config(tmp_path)
+    touch = [sys.executable, "-c", f"open({str(tmp_path / 'inst.cu')!r}, 'a').write('x')"]
+    cfg.instrumented_command = ["sh", "-c", " ".join(f"'{a}'" for a in touch) + " && " +
+                                " ".join(f"'{a}'" for a in PROGRAM)]
+    with pytest.raises(MeasureError, match="changed"):
+        measure(cfg)
+
+
+def test_failing_process_and_wrong_iterations(tmp_path):
+    cfg = _config(tmp_path)
+    cfg.instrumented_command = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    with pytest.raises(MeasureError, match="exited 3"):
+        measure(cfg)
+    cfg = _config(tmp_path)
+    sample = {"latency_ms": 1.0, "correctness": "passed", "synchronized": True, "workload_identity": "shape=1024",
+              "device_identity": {"uuid": "GPU-1"}, "warmup": 10, "iterations": 5}
+    cfg.instrumented_command = [sys.executable, "-c", f"print('__ATREX_TIMELINE_SAMPLE__=' + {json.dumps(sample)!r})"]
+    with pytest.raises(MeasureError, match="warmup/iterations"):
+        measure(cfg)
+
+
+def test_edited_measurement_fails_verification(tmp_path):
+    art = measure(_config(tmp_path))
+    edited = json.loads(json.dumps(art))
+    edited["runs"][1]["latency_ms"] *= 0.9
+    assert any("differs" in r for r in verify_measurement(edited))
+    edited = json.loads(json.dumps(art))
+    edited["runs"][0]["variant"] = "instrumented"
+    assert verify_measurement(edited)
+    edited = json.loads(json.dumps(art))
+    edited["overhead_percent"] = 0.1
+    assert verify_measurement(edited) == ["measurement overhead_percent differs from its runs"]
+
+
+def test_cli_measure_exit_codes(tmp_path):
+    _config(tmp_path)
+    base = [sys.executable, str(SCRIPT), "measure", "--baseline-command", json.dumps(PROGRAM),
+            "--instrumented-command", json.dumps(PROGRAM), "--baseline-source", str(tmp_path / "clean.cu"),
+            "--instrumented-source", str(tmp_path / "inst.cu"), "--output", str(tmp_path / "m.json")]
+    env = {"SAMPLE_COUNTER": str(tmp_path / "c"), "PATH": "/usr/bin:/bin"}
+    ok = subprocess.run(base, capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["verdict"] == "within_target"
+    over = subprocess.run(base + ["--target-percent", "0.5"], capture_output=True, text=True, env=env)
+    assert over.returncode == 1
+    bad = subprocess.run(base, capture_output=True, text=True, env=dict(env, SAMPLE_DEVICE_DRIFT="1"))
+    assert bad.returncode == 2 and bad.stderr.startswith("timeline: device drift")
+    assert bad.stderr.count("\n") == 1
