@@ -104,11 +104,13 @@ def append_latency(root: str, samples: int = 40) -> dict:
 
         time.sleep(1.0)
         for i in range(samples + 1):
-            line = next(lines)
-            marker = json.loads(line)["timestamp"].encode()
+            marker = f"bench-append/{i}".encode()
+            record = json.loads(next(lines))
+            record.update(event="source_read", source_kind="workspace", reference=marker.decode())
+            data = (json.dumps(record, sort_keys=True) + "\n").encode()
             with open(path, "ab") as fh:
                 written = time.perf_counter()
-                fh.write(line)
+                fh.write(data)
             seen = wait_for(marker)
             if i:
                 latencies.append(seen - written)
@@ -191,9 +193,9 @@ def default_example(tmp: str) -> str:
             if (candidate / ".git").exists() or (candidate / ".atrex_long_horizon").is_dir():
                 return str(candidate)
     made = os.path.join(tmp, "example")
-    subprocess.run([sys.executable, str(HERE.parent / "examples" / "make_example_campaign.py"), made], check=True,
-                   stdout=subprocess.DEVNULL)
-    return made
+    out = subprocess.run([sys.executable, str(HERE.parent / "examples" / "make_example_campaign.py"), made], check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]  # the generator prints the campaign root last
 
 
 if __name__ == "__main__":

@@ -141,8 +141,7 @@ def _timeline_guards(state: EpisodeState, alerts: list[Alert]) -> None:
 
 def _sandbox_guards(state: EpisodeState, alerts: list[Alert]) -> None:
     running_jobs = [j for j in state.jobs if _get(j, "state") == "running"]
-    running_ops = [op for op in state.sandbox_operations if op.status == "running"]
-    worst = max(len(running_jobs), len(running_ops))
+    worst = max(len(running_jobs), len(state.running_operations))
     if worst > MAX_SANDBOX_JOBS:
         alerts.append(
             Alert("sandbox_concurrency", "error", f"{worst} sandbox jobs running at once (limit {MAX_SANDBOX_JOBS})", None)

@@ -29,20 +29,43 @@ from .views import Prefix, combine
 class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
-    __slots__ = ("open", "spans", "totals", "clocks", "attributed", "reads", "ops_done", "ops_running", "count", "ids", "reasons")
+    __slots__ = ("open", "spans", "totals", "clocks", "dirty", "span_seconds", "orchestration", "reads", "ops_done",
+                 "ops_running", "count", "ids", "reasons")
 
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], tuple[str, float | None, float | None]] = {}
         self.spans: list[PhaseSpan] = []
         self.totals: dict[str, list] = {}  # phase -> [wall, intervals, partial_intervals]
-        self.clocks: dict[tuple[str, str], list] = {}  # attempt -> [first_mono, last_mono, interned key]
-        self.attributed: dict[tuple[str, str], float] = {}
+        # attempt -> [first_mono, last_mono, interned key, attributed, span part, orchestration part]
+        self.clocks: dict[tuple[str, str], list] = {}
+        self.dirty: set[tuple[str, str]] = set()  # attempts whose parts changed since the last total
+        self.span_seconds: float | None = None
+        self.orchestration: float | None = None
         self.reads: list[SourceRead] = []
         self.ops_done: list[SandboxOperation] = []
         self.ops_running: dict[str, SandboxOperation] = {}
         self.count = 0
         self.ids: dict[str, str] = {}  # interning: a million records share a handful of ids
         self.reasons: dict[str, int] = {}  # partial span reason -> count
+
+    def totals_of_time(self) -> tuple[float | None, float | None]:
+        """(telemetry span, orchestration) summed over attempts, updated incrementally.
+
+        Orchestration is each attempt's span minus the phase time attributed inside it;
+        only attempts touched since the last call are recomputed, so a snapshot after one
+        more event costs O(1), not O(attempts).
+        """
+        for key in self.dirty:
+            clock = self.clocks[key]
+            if clock[0] is None:
+                continue
+            span = clock[1] - clock[0]
+            orchestration = max(0.0, span - clock[3])
+            self.span_seconds = (self.span_seconds or 0.0) + span - clock[4]
+            self.orchestration = (self.orchestration or 0.0) + orchestration - clock[5]
+            clock[4], clock[5] = span, orchestration
+        self.dirty.clear()
+        return self.span_seconds, self.orchestration
 
     def _intern(self, key: tuple[str, str]) -> tuple[str, str]:
         ids = self.ids
@@ -57,7 +80,7 @@ class _TelemetryFold:
         if start is not None and end is not None:
             wall = end - start
             total[0] += wall
-            self.attributed[key] = self.attributed.get(key, 0.0) + wall
+            self.clocks[key][3] += wall
         total[1] += 1
         if span.measurement != "explicit":
             total[2] += 1
@@ -70,7 +93,7 @@ class _TelemetryFold:
         clock = self.clocks.get(key)
         if clock is None:
             key = self._intern(key)  # spans of one attempt then share two id strings
-            self.clocks[key] = [mono, mono, key]
+            self.clocks[key] = [mono, mono, key, 0.0, 0.0, 0.0]
         else:
             key = clock[2]
             if mono is not None:
@@ -78,6 +101,7 @@ class _TelemetryFold:
                     clock[1] = mono
                 if clock[0] is None or mono < clock[0]:
                     clock[0] = mono
+        self.dirty.add(key)
         event = record.event
         if event == "phase_started":
             phase = record.phase
@@ -274,12 +298,10 @@ class Reducer:
         span_seconds = None
         orchestration = None
         for fold in folds:
-            for key, (first, last, _) in fold.clocks.items():
-                if first is None:
-                    continue
-                span = last - first
+            span, orch = fold.totals_of_time()
+            if span is not None:
                 span_seconds = (span_seconds or 0.0) + span
-                orchestration = (orchestration or 0.0) + max(0.0, span - fold.attributed.get(key, 0.0))
+                orchestration = (orchestration or 0.0) + orch
         running_ops = tuple(op for fold in folds for op in fold.ops_running.values())
         evaluations = combine([Prefix(self._evaluations[p]) for p in sorted(self._evaluations)])
         by_sha: dict[str, list] = {}
@@ -310,6 +332,7 @@ class Reducer:
             telemetry_span_seconds=span_seconds,
             source_reads=combine([Prefix(f.reads) for f in folds]),
             sandbox_operations=combine([Prefix(f.ops_done) for f in folds] + [running_ops]),
+            running_operations=running_ops,
             telemetry_events=sum(f.count for f in folds),
             evaluations=evaluations,
             evaluations_by_sha=MappingProxyType({k: tuple(v) for k, v in by_sha.items()}),

@@ -7,9 +7,9 @@ This is the object every front door holds. The live console and ``events --follo
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from .events import Event
 from .ingest import Ingest
@@ -17,11 +17,14 @@ from .reducer import Reducer
 from .state import EpisodeState
 from .workspace import Workspace, resolve_workspace
 
+if TYPE_CHECKING:  # asyncio costs ~50 ms to import; status never needs it
+    import asyncio
+
 # watchfiles groups changes that arrive within DEBOUNCE_MS; it checks every STEP_MS.
 # Both are small so an appended line reaches the screen well inside 50 ms.
 DEBOUNCE_MS = 10
 STEP_MS = 5
-TICK_MS = 2000  # without file changes, re-check git facts and the worktree this often
+TICK_MS = 1000  # without file changes, re-check everything (cheap stats) this often
 
 
 class Session:
@@ -80,7 +83,7 @@ class Session:
         self._start()
         return True
 
-    async def follow_events(self, stop: asyncio.Event | None = None) -> AsyncIterator[list[Event]]:
+    async def follow_events(self, stop: "asyncio.Event | None" = None) -> AsyncIterator[list[Event]]:
         """Batches of new events as files change (call ``scan`` first)."""
         import watchfiles
 
@@ -99,13 +102,14 @@ class Session:
             ):
                 if changes:
                     events = self.refresh([path for _, path in changes])
+                elif self._reresolve():
+                    events = list(self.scan_events())
+                    restart = True
                 else:
-                    if self._reresolve():
-                        events = list(self.scan_events())
-                        restart = True
-                    else:
-                        events = self.ingest._git_events(force=False)
-                        self._feed(events)
+                    # A quiet tick: catch anything the watcher could not have reported
+                    # (changes made between the scan and the watcher's start, files on
+                    # filesystems without inotify) and re-check the git facts.
+                    events = self.refresh(None)
                 if events:
                     yield events
                 if restart:
@@ -113,7 +117,7 @@ class Session:
             if not restart:
                 return
 
-    async def follow(self, stop: asyncio.Event | None = None) -> AsyncIterator[EpisodeState]:
+    async def follow(self, stop: "asyncio.Event | None" = None) -> AsyncIterator[EpisodeState]:
         async for _ in self.follow_events(stop):
             yield self.state
 

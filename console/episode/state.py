@@ -103,6 +103,7 @@ class EpisodeState:
     telemetry_span_seconds: float | None = None
     source_reads: Sequence[SourceRead] = ()
     sandbox_operations: Sequence[SandboxOperation] = ()  # completed, then running
+    running_operations: tuple[SandboxOperation, ...] = ()  # started, not yet completed
     telemetry_events: int = 0
     # Evaluations, canonical memory, verification.
     evaluations: Sequence = ()  # formats.evaluations.EvaluationRecord, in file order

@@ -99,19 +99,29 @@ def _incumbent(state: EpisodeState) -> dict | None:
     }
 
 
+def _attempts_by_version(state: EpisodeState) -> dict:
+    attempts = [*(_get(state.supervisor, "attempts") or ()), *state.attempts]
+    return {_get(a, "version"): a for a in attempts if _get(a, "version") is not None}
+
+
 def _versions(state: EpisodeState) -> list[dict]:
-    return [
-        {
-            "version": _get(v, "version"),
-            "latency_us_geomean": _get(v, "latency_us_geomean"),
-            "performance_score": _get(v, "performance_score"),
-            "accepted": _get(v, "accepted"),
-            "status": _get(v, "status", _get(v, "long_horizon_status")),
-            "correctness": _get(v, "correctness_status"),
-            "measurement_subject": _get(v, "measurement_subject"),
-        }
-        for v in state.versions
-    ]
+    by_version = _attempts_by_version(state)
+    out = []
+    for v in state.versions:
+        attempt = by_version.get(_get(v, "version"))
+        out.append(
+            {
+                "version": _get(v, "version"),
+                "latency_us_geomean": _get(v, "latency_us_geomean"),
+                "performance_score": _get(v, "performance_score"),
+                "accepted": _get(attempt, "accepted"),
+                "status": _get(attempt, "status") or _get(v, "long_horizon_status"),
+                "correctness": _get(v, "correctness_status"),
+                "measurement_subject": _get(v, "measurement_subject"),
+                "git_commit_hash": _get(v, "git_commit_hash"),
+            }
+        )
+    return out
 
 
 def _profiles(state: EpisodeState) -> list[dict]:

@@ -6,7 +6,8 @@ be half-way through it) and read again once it is complete. A file that became s
 was replaced by another file (new inode), is read again from the start; the caller learns
 of it through ``reset`` so it can drop what it derived from the old content.
 
-Reads go in 4 MiB chunks so a cold ingest of a multi-GB file holds one chunk at a time.
+Reads go in 256 KiB chunks: a cold ingest of a multi-GB file holds one chunk (and the
+records decoded from it) at a time, which measured both faster and leaner than 4 MiB.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-CHUNK = 4 << 20
+CHUNK = 256 << 10
 
 
 class Tailer:
