@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import orjson
 
+from .plainjson import append_line, atomic_write_bytes  # noqa: F401 - the one implementation of both
 from .problems import FormatError, ReadResult, Unreadable, one_line
 
 T = TypeVar("T")
@@ -71,40 +71,13 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
     atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")
 
 
 def append_json_line(path: str | os.PathLike, obj: Any) -> None:
     """Append ``obj`` as one sorted-key JSON line with a single ``write`` call."""
-    line = dumps(obj) + b"\n"
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        written = os.write(fd, line)
-        if written != len(line):  # pragma: no cover - only on a full disk
-            raise OSError(f"short append to {target}: {written} of {len(line)} bytes")
-    finally:
-        os.close(fd)
+    append_line(path, dumps(obj) + b"\n")
 
 
 def read_json_document(

@@ -66,13 +66,14 @@ def append_json_line(path: str | os.PathLike, obj: Any) -> None:
     append_line(path, dumps(obj) + b"\n")
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over: never half a file."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(dumps(obj, indent=indent) + b"\n")
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -82,3 +83,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True)
         except FileNotFoundError:
             pass
         raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
+    atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-from pathlib import Path
+
+from console.formats.plainjson import append_json_line
+from console.formats.plainjson import atomic_write_bytes as atomic_write  # noqa: F401 - re-exported
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -17,38 +18,10 @@ def sha256_file(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def json_bytes(obj) -> bytes:
     return (json.dumps(obj, sort_keys=True, indent=2) + "\n").encode()
 
 
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it over: never half a file."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def append_line(path: str | os.PathLike, obj) -> None:
     """Append one sorted-key JSON line with a single write on an O_APPEND descriptor."""
-    line = (json.dumps(obj, sort_keys=True, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_json_line(path, obj)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import export
 from .decode import CaptureRejected, decode
-from .files import atomic_write, json_bytes, sha256_bytes, sha256_file
+from .files import atomic_write, json_bytes, sha256_file
 from .manifest import SpecError, load_json, parse_dictionary, parse_manifest
 from .measure import verify_measurement
 from .summary import summarize
