@@ -169,3 +169,21 @@ def test_headless_verbs_never_import_textual(campaign):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_git_facts_cache_follows_edits_and_commits(campaign, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _, worktree, _ = campaign
+    first = Session(worktree).scan()
+    assert first.git.dirty_paths == ()
+    assert list((tmp_path / "cache" / "episcope" / "git-facts").iterdir())  # remembered
+    again = Session(worktree).scan()
+    assert again.git == first.git  # answered from the cache
+    (worktree / "profile_driver.py").write_text("print('edited')\n")
+    edited = Session(worktree).scan()
+    assert edited.git.dirty_paths == ("profile_driver.py",)
+    assert "protected_path_modified" in {a.code for a in edited.alerts}
+    git(worktree, "commit", "-qam", "edit")
+    committed = Session(worktree).scan()
+    assert committed.git.dirty_paths == ()
+    assert committed.git.head != first.git.head

@@ -339,9 +339,9 @@ class Ingest:
         if not force and stamp == self._git_stamp:
             return []
         self._git_stamp = stamp
-        from .git_facts import read_git_facts
+        from .git_cache import cached_git_facts
 
-        facts = read_git_facts(root, base_commit=self._git_context["base"], candidate_commit=self._git_context["candidate"])
+        facts = cached_git_facts(root, base_commit=self._git_context["base"], candidate_commit=self._git_context["candidate"])
         return [Event(ev.GIT, str(root), None, time.time(), facts)]
 
 
