@@ -3,10 +3,17 @@
 
 The kernel streams float4 tiles from a 256 MiB array (larger than L2) and evaluates a
 degree-K polynomial on each component; every warp brackets each main-loop iteration with
-one begin/end pair (lane 0 writes). K sets the iteration length. For each target length
-the sweep calibrates K, then runs `measure` (fresh processes, ABBA/BAAB blocks, adaptive
-until the 95% interval is narrower than --ci-width) and reports its interval. It also
-checks the capture span against CUDA events on the same launch.
+one begin/end pair (lane 0 writes) and marks kernel entry and exit with one instant each.
+K sets the iteration length. For each target length the sweep calibrates K, then runs
+`measure` (fresh processes, ABBA/BAAB blocks, adaptive until the 95% interval is narrower
+than --ci-width) and reports its interval. A screen in one process interleaves launches of
+the baseline, the shipped probe, a naive reference probe (lane 0 reads %globaltimer in a
+branch and writes two 8-byte stores) and, with --compare-header, any other probe header.
+The span check compares the span of a launch's events with CUDA events on the same launch.
+
+Every timed launch is queued behind a short device-side hold kernel, so the start event is
+recorded by the GPU right before the kernel starts: the CUDA-event time is the kernel plus
+the device's launch gap, not the host's time to submit the launch.
 
     PYTHONPATH=. python3 benchmarks/timeline_overhead_sweep.py --output sweep.json
     (sample mode, used by measure: --sample --degree K; variant from ATREX_TIMELINE_VARIANT)
@@ -35,6 +42,7 @@ extern "C" __global__ void __launch_bounds__(256)
 stream_poly(const float4* __restrict__ x, float* __restrict__ out, int iters, int degree,
             unsigned int n4, void* timeline) {
   atrex::timeline::Recorder rec(timeline, threadIdx.x >> 5, (threadIdx.x & 31u) == 0u);
+  rec.instant(atrex_sites::kernel_entry);
   const unsigned int stride = gridDim.x * blockDim.x;
   unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -53,80 +61,168 @@ stream_poly(const float4* __restrict__ x, float* __restrict__ out, int iters, in
     rec.end(atrex_sites::mainloop, it);
   }
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc.x + acc.y + acc.z + acc.w;
+  rec.instant(atrex_sites::kernel_exit);
 }
 """
 DICTIONARY = {
     "schema": "atrex-autonomous-timeline-events/v1",
-    "sites": [{"site_id": 1, "name": "mainloop", "kind": "range", "boundary_semantics": "issue order"}],
+    "sites": [{"site_id": 1, "name": "mainloop", "kind": "range", "boundary_semantics": "issue order"},
+              {"site_id": 2, "name": "kernel_entry", "kind": "instant"},
+              {"site_id": 3, "name": "kernel_exit", "kind": "instant"}],
 }
+# The reference the issue's goals are quoted against: lane 0 of each warp reads %globaltimer
+# inside a branch and writes the record as two 8-byte stores; no claim, no bounds check.
+NAIVE_PROBE = r"""
+namespace atrex { namespace timeline {
+class Recorder {
+ public:
+  __device__ __forceinline__ Recorder(void* buffer, unsigned int ordinal, bool is_writer) : writer_(is_writer) {
+    const unsigned int per_owner = static_cast<const unsigned int*>(buffer)[6];
+    const unsigned int owner = blockIdx.x * (blockDim.x >> 5) + ordinal;
+    next_ = reinterpret_cast<unsigned long long*>(static_cast<char*>(buffer) + 64) + 2ull * owner * per_owner;
+  }
+  __device__ __forceinline__ void begin(unsigned int site, unsigned int payload = 0u) { emit(site, 0u, payload); }
+  __device__ __forceinline__ void end(unsigned int site, unsigned int payload = 0u) { emit(site, 1u, payload); }
+  __device__ __forceinline__ void instant(unsigned int site, unsigned int payload = 0u) { emit(site, 2u, payload); }
+  __device__ __forceinline__ void emit(unsigned int site, unsigned int kind, unsigned int payload) {
+    if (writer_) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      next_[0] = t;
+      next_[1] = (static_cast<unsigned long long>(0x80000000u | (kind << 16) | site) << 32) | payload;
+      next_ += 2;
+    }
+  }
+ private:
+  unsigned long long* next_;
+  bool writer_;
+};
+}}
+"""
 BLOCK = 256
 ITERS = 256
+RECORDS_PER_OWNER = 2 * ITERS + 2
 N4 = 16 * 1024 * 1024  # 256 MiB of float4
+HOLD_NS = 300_000  # covers the host's time to queue the start event, the kernel and the stop event
+HOLD_KERNEL = r"""
+extern "C" __global__ void hold(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+"""
 
 
-class Workload:
-    """One compiled variant plus its buffers; `launch` runs one timed launch."""
+def probe_source(header_text: str | None) -> str:
+    """The kernel with a given probe header in place of the shipped one (None: disabled)."""
+    from cuda_backend.cupy_adapter import instrument_source, site_constants
 
-    def __init__(self, degree: int, enabled: bool, ctas_per_sm: int = 2) -> None:
+    if header_text is None:
+        return instrument_source(KERNEL, DICTIONARY, enabled=False, source_name="stream_poly.cu")
+    return ("#define ATREX_TIMELINE_ENABLED 1\n" + header_text + "\n" + site_constants(DICTIONARY)
+            + '#line 1 "stream_poly.cu"\n' + KERNEL)
+
+
+class Device:
+    """Input array, output buffer and the hold kernel shared by every variant of one process."""
+
+    def __init__(self, ctas_per_sm: int = 2) -> None:
         import cupy
-        from cuda_backend.cupy_adapter import TimelineBuffer, compile_module
-        from console.timeline.manifest import warp_writers_manifest
 
         self.cp = cupy
-        self.degree = degree
-        self.enabled = enabled
         sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
         self.grid = sms * ctas_per_sm
-        mod = compile_module(KERNEL, DICTIONARY, enabled=enabled, source_name="stream_poly.cu",
-                             options=("-std=c++17",))
-        self.fn = mod.get_function("stream_poly")
         cupy.random.seed(1)
         self.x = cupy.random.uniform(-0.9, 0.9, size=N4 * 4, dtype=cupy.float32)
         self.out = cupy.zeros(self.grid * BLOCK, dtype=cupy.float32)
-        self.manifest = warp_writers_manifest((self.grid, 1, 1), (BLOCK, 1, 1), 1, 2 * ITERS)
+        self.hold = cupy.RawKernel(HOLD_KERNEL, "hold")
+        self.hold_expired = 0  # launches whose start event ran before the kernel was queued
+
+    def uuid(self) -> str:
+        uuid = self.cp.cuda.runtime.getDeviceProperties(0).get("uuid", b"")
+        return uuid.hex() if isinstance(uuid, bytes) else str(uuid)
+
+
+class Workload:
+    """One compiled variant plus its timeline buffer; `launch` runs one timed launch."""
+
+    def __init__(self, device: Device, degree: int, source: str) -> None:
+        from cuda_backend.cupy_adapter import TimelineBuffer
+        from console.timeline.manifest import warp_writers_manifest
+
+        cp = device.cp
+        self.device = device
+        self.degree = degree
+        self.fn = cp.RawModule(code=source, options=("-std=c++17",)).get_function("stream_poly")
+        self.manifest = warp_writers_manifest((device.grid, 1, 1), (BLOCK, 1, 1), 1, RECORDS_PER_OWNER)
         self.buf = TimelineBuffer(self.manifest)
 
-    def launch(self, launch_id: int | None = None) -> float:
-        """Reset the buffer (untimed), launch once between CUDA events; return ms."""
-        cp = self.cp
-        if launch_id is not None:
-            self.manifest["launch_id"] = launch_id
-            from console.timeline import abi
-            self.buf.header = abi.new_header(self.manifest["grid"], self.manifest["block"],
-                                             self.buf.header.owner_count, self.buf.header.records_per_owner,
-                                             launch_id)
+    def relabel(self, launch_id: int) -> None:
+        from console.timeline import abi
+
+        self.manifest["launch_id"] = launch_id
+        self.buf.header = abi.new_header(self.manifest["grid"], self.manifest["block"], self.buf.header.owner_count,
+                                         self.buf.header.records_per_owner, launch_id)
+
+    def launch(self) -> float:
+        """Reset the buffer (untimed), queue the hold, then time one launch with CUDA events; ms."""
+        d, cp = self.device, self.device.cp
         self.buf.reset()
+        d.hold((1,), (1,), (np.uint64(HOLD_NS),))
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record()
-        self.fn((self.grid,), (BLOCK,), (self.x, self.out, np.int32(ITERS), np.int32(self.degree),
-                                          np.uint32(N4), np.uint64(self.buf.ptr)))
+        d.hold_expired += int(start.done)
+        self.fn((d.grid,), (BLOCK,), (d.x, d.out, np.int32(ITERS), np.int32(self.degree),
+                                      np.uint32(N4), np.uint64(self.buf.ptr)))
         stop.record()
         stop.synchronize()
         return cp.cuda.get_elapsed_time(start, stop)
 
-    def device_uuid(self) -> str:
-        uuid = self.cp.cuda.runtime.getDeviceProperties(0).get("uuid", b"")
-        return uuid.hex() if isinstance(uuid, bytes) else str(uuid)
+
+def shipped_header() -> str:
+    from cuda_backend.cupy_adapter import HEADER_PATH
+
+    return HEADER_PATH.read_text()
+
+
+# Cost decomposition for the screen: the shipped probe with one part of the event removed.
+ABLATIONS = {
+    # the timer value is folded into a register so the read is not dead code
+    "shipped_without_store": ('"@p st.global.v4.u32 [%3], {lo, hi, %4, %5};\\n\\t"', '"@p xor.b32 %1, %1, lo;\\n\\t"'),
+    "shipped_without_timer": ('"mov.u64 t, %%globaltimer;\\n\\t"', '"mov.u64 t, 1;\\n\\t"'),
+}
+
+
+def ablated_header(name: str) -> str:
+    text = shipped_header()
+    old, new = ABLATIONS[name]
+    if old not in text:
+        raise SystemExit(f"ablation {name}: the probe no longer contains {old}")
+    return text.replace(old, new)
 
 
 def sample_main(degree: int) -> int:
     variant = os.environ.get("ATREX_TIMELINE_VARIANT", "baseline")
     warmup = int(os.environ.get("ATREX_TIMELINE_WARMUP", "10"))
     iterations = int(os.environ.get("ATREX_TIMELINE_ITERATIONS", "100"))
-    w = Workload(degree, enabled=(variant == "instrumented"))
+    d = Device()
+    w = Workload(d, degree, probe_source(shipped_header() if variant == "instrumented" else None))
     for _ in range(warmup):
         w.launch()
     times = [w.launch() for _ in range(iterations)]
     sample = {"latency_ms": float(np.median(times)), "correctness": "passed", "synchronized": True,
-              "workload_identity": f"stream_poly:grid={w.grid}x{BLOCK}:iters={ITERS}:degree={degree}",
-              "device_identity": {"uuid": w.device_uuid()}, "warmup": warmup, "iterations": iterations}
+              "workload_identity": f"stream_poly:grid={d.grid}x{BLOCK}:iters={ITERS}:degree={degree}",
+              "device_identity": {"uuid": d.uuid()}, "warmup": warmup, "iterations": iterations}
     print(SAMPLE_PREFIX + json.dumps(sample, sort_keys=True), flush=True)
     return 0
 
 
-def calibrate(targets_us: list[float]) -> dict[float, dict]:
+def calibrate(device: Device, targets_us: list[float]) -> dict:
     """Degree per target iteration length, from baseline launches (kernel ms / ITERS)."""
-    w = Workload(4, enabled=False)
+    w = Workload(device, 4, probe_source(None))
 
     def per_iteration_us(degree: int) -> float:
         w.degree = degree
@@ -144,36 +240,78 @@ def calibrate(targets_us: list[float]) -> dict[float, dict]:
     return {"calibration_us_per_iteration": {str(k): v for k, v in per_iter.items()}, "chosen": chosen}
 
 
-def span_check(degree: int, launches: int = 10) -> dict:
-    """Capture span vs CUDA-event duration on the same launch."""
+def screen(device: Device, degrees: dict[float, int], headers: dict[str, str | None], rounds: int) -> dict:
+    """In-process comparison: each round launches every variant once (rotating order);
+    overhead = median over rounds of (variant / baseline of the same round) - 1."""
+    out = {}
+    names = list(headers)
+    for target, degree in degrees.items():
+        works = {n: Workload(device, degree, probe_source(headers[n])) for n in names}
+        for w in works.values():
+            for _ in range(3):
+                w.launch()
+        times = {n: [] for n in names}
+        for r in range(rounds):
+            for n in names[r % len(names):] + names[: r % len(names)]:
+                times[n].append(works[n].launch())
+        base = np.array(times["baseline"])
+        row = {"degree": degree, "rounds": rounds, "median_ms": {n: float(np.median(times[n])) for n in names}}
+        for n in names:
+            if n == "baseline":
+                continue
+            ratio = np.array(times[n]) / base
+            q = np.quantile(ratio, [0.25, 0.5, 0.75])
+            row[n] = {"overhead_percent": float((q[1] - 1) * 100),
+                      "quartiles_percent": [float((q[0] - 1) * 100), float((q[2] - 1) * 100)]}
+        out[f"{target:g}"] = row
+        del works
+    return out
+
+
+def span_check(device: Device, degree: int, launches: int = 10) -> dict:
+    """Capture span vs CUDA-event duration on the same launch.
+
+    span_ns: first to last event of the launch (kernel_entry .. kernel_exit instants);
+    mainloop_span_ns: first mainloop begin to last mainloop end."""
     from console.timeline.decode import decode
     from console.timeline.manifest import parse_dictionary, parse_manifest
 
-    w = Workload(degree, enabled=True)
+    w = Workload(device, degree, probe_source(shipped_header()))
     for _ in range(3):
         w.launch()
+    expired_before = device.hold_expired
     rows = []
     for n in range(launches):
-        ms = w.launch(launch_id=1000 + n)
+        w.relabel(1000 + n)
+        ms = w.launch()
         cap = decode(w.buf.raw(), parse_manifest(w.manifest), parse_dictionary(DICTIONARY))
-        ts = cap.events["timestamp_ns"]
+        ev = cap.events
+        ts = ev["timestamp_ns"]
+        loop = ts[ev["site"] == 1]
         span_ns = int(ts.max() - ts.min())
         event_ns = ms * 1e6
         rows.append({"launch_id": 1000 + n, "event_ns": event_ns, "span_ns": span_ns,
+                     "mainloop_span_ns": int(loop.max() - loop.min()),
                      "diff_ns": event_ns - span_ns, "diff_percent": (event_ns - span_ns) / event_ns * 100,
                      "records": cap.committed_records})
     ok = all(abs(r["diff_ns"]) <= max(0.05 * r["event_ns"], 2000.0) for r in rows)
     return {"degree": degree, "launches": rows, "within_5pct_or_2us": ok,
-            "max_abs_diff_percent": max(abs(r["diff_percent"]) for r in rows)}
+            "max_abs_diff_percent": max(abs(r["diff_percent"]) for r in rows),
+            "max_abs_diff_ns": max(abs(r["diff_ns"]) for r in rows),
+            "hold_expired": device.hold_expired - expired_before}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sample", action="store_true", help="one measure sample (used by measure)")
     parser.add_argument("--degree", type=int, default=64)
-    parser.add_argument("--targets-us", default="0.65,1.3,3.7")
+    parser.add_argument("--targets-us", default="1.3,3.7", help="iteration lengths measured with `measure`")
+    parser.add_argument("--screen-targets-us", default="0.65,1.3,3.7", help="iteration lengths of the screen")
+    parser.add_argument("--screen-rounds", type=int, default=40)
+    parser.add_argument("--compare-header", action="append", default=[], metavar="NAME=PATH",
+                        help="another probe header to include in the screen (repeatable)")
     parser.add_argument("--ci-width", type=float, default=1.0)
-    parser.add_argument("--min-blocks", type=int, default=3)
+    parser.add_argument("--min-blocks", type=int, default=4)
     parser.add_argument("--max-blocks", type=int, default=6)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--output", default="-")
@@ -185,14 +323,23 @@ def main() -> int:
 
     t0 = time.monotonic()
     targets = [float(t) for t in args.targets_us.split(",")]
-    cal = calibrate(targets)
+    screen_targets = [float(t) for t in args.screen_targets_us.split(",")]
+    device = Device()
+    cal = calibrate(device, sorted(set(targets) | set(screen_targets)))
+    headers: dict[str, str | None] = {"baseline": None, "shipped": shipped_header(), "naive": NAIVE_PROBE}
+    headers.update({name: ablated_header(name) for name in ABLATIONS})
+    for spec in args.compare_header:
+        name, _, path = spec.partition("=")
+        headers[name] = Path(path).read_text()
+    screened = screen(device, {t: cal["chosen"][t]["degree"] for t in screen_targets}, headers, args.screen_rounds)
+    span = span_check(device, cal["chosen"][targets[0]]["degree"])
+    del device
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="timeline-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
     src = work / "stream_poly.cu"
     src.write_text(KERNEL)
     inst = work / "stream_poly.instrumented.cu"
-    from cuda_backend.cupy_adapter import instrument_source
-    inst.write_text(instrument_source(KERNEL, DICTIONARY, source_name="stream_poly.cu"))
+    inst.write_text(probe_source(shipped_header()))
     results = []
     for t in targets:
         degree = cal["chosen"][t]["degree"]
@@ -209,20 +356,23 @@ def main() -> int:
                         "bootstrap_interval": m["bootstrap_interval"], "rank_test": m["rank_test"],
                         "blocks": m["blocks"], "stop_reason": m["stop_reason"],
                         "measurement": m})
-    span = span_check(cal["chosen"][targets[len(targets) // 2]]["degree"])
     report = {"kernel": "stream_poly", "block": BLOCK, "iterations_per_launch": ITERS,
-              "sites": ["mainloop (range)"], "density": "one begin/end pair per warp per main-loop iteration",
-              "calibration": cal, "sweep": results, "span_check": span,
+              "sites": ["mainloop (range)", "kernel_entry (instant)", "kernel_exit (instant)"],
+              "density": "one begin/end pair per warp per main-loop iteration, plus one entry and one exit "
+                         "instant per warp per launch",
+              "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold",
+              "calibration": cal, "screen": screened, "sweep": results, "span_check": span,
               "wall_seconds": time.monotonic() - t0}
     text = json.dumps(report, indent=2, sort_keys=True, default=str)
     if args.output == "-":
         print(text)
     else:
         Path(args.output).write_text(text + "\n")
-        print(json.dumps([{k: r[k] for k in ("target_us", "degree", "iteration_us", "overhead_percent", "interval",
-                                             "blocks")} for r in results] + [{"span_max_abs_diff_percent":
-                                                                              span["max_abs_diff_percent"]}],
-                         default=str))
+        print(json.dumps({"screen": screened,
+                          "sweep": [{k: r[k] for k in ("target_us", "degree", "iteration_us", "overhead_percent",
+                                                       "interval", "blocks")} for r in results],
+                          "span": {k: span[k] for k in ("within_5pct_or_2us", "max_abs_diff_percent",
+                                                        "max_abs_diff_ns", "hold_expired")}}, default=str))
     return 0
 
 

@@ -7,6 +7,7 @@ the CPU tests' fixtures).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -147,3 +148,68 @@ def test_disabled_build_writes_nothing(cuda):
     raw = _launch(cuda, man, enabled=False).raw()
     assert raw[: abi.HEADER_BYTES] == abi.new_header(GRID, BLOCK, 18, 48, 45).pack()
     assert not any(raw[abi.HEADER_BYTES:])
+
+
+# Each field the probe checks in its single-round-trip header read, set wrong one at a time.
+BAD_HEADER_FIELDS = {
+    "magic": {"magic": abi.MAGIC ^ 1},
+    "abi_major": {"abi_major": 2},
+    "header_bytes": {"header_bytes": 32},
+    "record_bytes": {"record_bytes": 32},
+    "capacity": {"capacity": 18 * 48 - 1},
+    "grid_z": {"grid": (3, 2, 2)},
+    "block_z": {"block": (128, 1, 2)},
+}
+
+
+@pytest.mark.parametrize("field", sorted(BAD_HEADER_FIELDS))
+def test_each_checked_header_field_rejects_the_launch(cuda, field):
+    man = manifest(46, 48)
+    _, adapter = cuda
+    buf = adapter.TimelineBuffer(man)
+    buf.header = dataclasses.replace(buf.header, **BAD_HEADER_FIELDS[field])
+    buf.reset()
+    raw = _launch(cuda, man, buf=buf).raw()
+    assert abi.Header.unpack(raw).status == abi.STATUS_BAD_HEADER
+    assert not any(raw[abi.HEADER_BYTES:])
+
+
+def test_owner_count_that_is_not_a_multiple_of_the_grid_sets_bad_owner(cuda):
+    man = manifest(47, 48)
+    _, adapter = cuda
+    buf = adapter.TimelineBuffer(man)
+    buf.header = dataclasses.replace(buf.header, owner_count=17, capacity=17 * 48)
+    buf.reset()
+    raw = _launch(cuda, man, buf=buf).raw()
+    assert abi.Header.unpack(raw).status == abi.STATUS_BAD_OWNER
+    assert not any(raw[abi.HEADER_BYTES:])
+
+
+EARLY_RETURN_KERNEL = r"""
+extern "C" __global__ void early_return(int events, void* timeline) {
+  atrex::timeline::Recorder rec(timeline, 0u, threadIdx.x == 0u);
+  for (int e = 0; e < events; ++e) {
+    rec.instant(atrex_sites::start, e);
+    if (e == events - 1) return;  // the destructor still publishes a dropped event
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("events,status", [(8, 0), (9, abi.STATUS_OVERFLOW)])
+def test_full_range_stops_and_overflow_is_published_on_return(cuda, events, status):
+    cupy, adapter = cuda
+    man = {"schema": MANIFEST_SCHEMA, "backend": "cuda", "grid": [2, 1, 1], "block": [32, 1, 1],
+           "launch_id": 48, "records_per_owner": 8,
+           "owner_layout": {"kind": "cta_writers", "writers": [{"ordinal": 0, "label": "lane0", "warp": 0}]}}
+    buf = adapter.TimelineBuffer(man)
+    mod = adapter.compile_module(EARLY_RETURN_KERNEL, DICTIONARY, source_name="early_return.cu")
+    mod.get_function("early_return")((2,), (32,), (np.int32(events), np.uint64(buf.ptr)))
+    cupy.cuda.runtime.deviceSynchronize()
+    raw = buf.raw()
+    assert abi.Header.unpack(raw).status == status
+    records = np.frombuffer(raw, abi.RECORD_DTYPE, 16, abi.HEADER_BYTES)
+    assert (records["tag"] >> 31 == 1).all()  # both owners' ranges full, nothing past them
+    assert records["payload"].tolist() == list(range(8)) * 2
+    if status == 0:
+        assert decode(raw, parse_manifest(man), parse_dictionary(DICTIONARY)).committed_records == 16

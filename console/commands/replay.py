@@ -29,7 +29,7 @@ def run(args) -> int:
             print(path)
         return 0
     path = Path(args.path)
-    if path.is_file():
+    if path.is_file() and not path.name.endswith((".tar.gz", ".tgz")):
         if not is_recording(path):
             raise CommandError(f"{path}: not an episcope recording")
         try:

@@ -82,6 +82,14 @@ def _active_worktree(campaign_root: Path) -> Path | None:
 
 
 def resolve_workspace(path: str | os.PathLike | None = None) -> Workspace:
+    if path is not None and str(path).endswith((".tar.gz", ".tgz")):
+        # A packed episode: unpacked once into the user cache, then opened like any campaign.
+        from .archive import ArchiveError, open_archive
+
+        try:
+            path = open_archive(path)
+        except ArchiveError as exc:
+            raise WorkspaceError(str(exc)) from None
     start = Path(path or ".").expanduser()
     if not start.exists():
         raise WorkspaceError(f"{start}: no such directory")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from console.formats.evaluations import RESULT_PREFIX, EvaluatorResult, evaluation_record, parse_result_line
@@ -94,9 +94,35 @@ def append_evaluation(workspace: Path, result: EvaluatorResult, *, job_id: str, 
     return record
 
 
-def gateway_profile(stage: Path, sync: tuple[str, ...]) -> tuple[dict | None, str | None]:
-    """The first ``<sync>/gateway_profile.json`` the job wrote, and any reason it is unusable."""
-    for rel in sync:
+def output_dirs(argv: tuple[str, ...] | list[str], sync: tuple[str, ...]) -> list[str]:
+    """The ``--output-dir`` values of a profiling command that lie inside a synced path.
+
+    ``profile_nvidia.sh ... --output-dir profiles/episode_1/survey/shape-0`` writes its
+    gateway_profile.json there, below the synced ``profiles``.
+    """
+    found: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg == "--output-dir" and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif arg.startswith("--output-dir="):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        parts = PurePosixPath(value).parts
+        if not parts or value.startswith("/") or ".." in parts:
+            continue
+        clean = PurePosixPath(*parts)
+        if any(clean == PurePosixPath(root) or PurePosixPath(root) in clean.parents for root in sync):
+            found.append(str(clean))
+    return found
+
+
+def gateway_profile(stage: Path, sync: tuple[str, ...], argv: tuple[str, ...] | list[str] = ()) -> tuple[dict | None, str | None]:
+    """The profile the job wrote, and any reason it is unusable.
+
+    Looked for in the command's ``--output-dir`` (when synced), then in each ``<sync>/``.
+    """
+    for rel in [*output_dirs(argv, sync), *sync]:
         path = stage / rel / GATEWAY_PROFILE
         if not path.is_file() or path.is_symlink():
             continue

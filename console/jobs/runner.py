@@ -108,8 +108,27 @@ def trace(record: dict) -> None:
             pass  # telemetry must never fail the job it describes
 
 
+# The directory holding the console package this sandbox runs with.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def python_path(current: str | None) -> str:
+    """PYTHONPATH for a command that runs in the stage, not in the caller's directory.
+
+    Relative entries (``PYTHONPATH=.``) are made absolute against the caller's directory, or
+    they would name the stage; the console package's own root comes first so a profiling
+    script's ``python3 -m console.profiling.funnel`` finds the same package as the sandbox.
+    """
+    entries = [_PACKAGE_ROOT]
+    for entry in (current or "").split(os.pathsep):
+        if entry:
+            entries.append(os.path.abspath(entry))
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 def command_env(request: JobRequest) -> dict:
     env = {k: v for k, v in os.environ.items() if k != PRIVATE_SHAPES_ENV}
+    env["PYTHONPATH"] = python_path(env.get("PYTHONPATH"))
     env.update(request.env)
     return env
 
@@ -255,7 +274,7 @@ def _run_in_slot(
             except (OSError, FormatError) as exc:
                 emit(on_output, "stderr", f"[sandbox] evaluation not recorded: {exc}")
     if request.kind == "profile":
-        profile, profile_error = results.gateway_profile(writer.stage, request.sync)
+        profile, profile_error = results.gateway_profile(writer.stage, request.sync, request.argv)
         if profile is not None:
             emit(on_output, "stdout", results.profile_line(profile))
     code = results.exit_status(

@@ -1,12 +1,13 @@
 // atrex_timeline.cuh - intra-kernel timeline probe, ATREXLT1 buffer ABI 1.0.
 //
 // Buffer: 64-byte header | capacity x 16-byte records | owner_count x 8-byte claim words.
-// One Recorder per owner (a writer thread of a CTA) per launch. The constructor claims the
-// owner's slot range once with compare-and-swap; each event afterwards is one %globaltimer
-// read and one 16-byte store from the writer lane: no atomics, no fences, no shared memory.
-// (Holding the first record of a begin/end pair in registers and writing both as one
-// 32-byte sector was measured on an H200 and cost more, so each record is stored at once.)
-// A full range sets the sticky overflow bit and stops recording (never wraps).
+// One Recorder per owner (a writer thread of a CTA) per launch. The constructor reads the
+// header in one round trip and claims the owner's slot range once with compare-and-swap.
+// Each event afterwards is branch-free: one compare, then a %globaltimer read and one
+// 16-byte store predicated on it, so only the writer lane reads the timer or touches memory
+// and the warp never diverges. No atomics, fences or shared memory on the event path.
+// A full range stops recording (never wraps); the dropped event is remembered in a register
+// and the sticky overflow bit is set once, when the Recorder goes out of scope.
 // Without ATREX_TIMELINE_ENABLED every member compiles to nothing and the buffer is untouched.
 #pragma once
 
@@ -30,12 +31,6 @@ struct Header {
 };
 static_assert(sizeof(Header) == 64, "ATREXLT1 header is 64 bytes");
 
-__device__ __forceinline__ unsigned long long globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ __forceinline__ unsigned int smid() {
   unsigned int s;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
@@ -47,45 +42,60 @@ class Recorder {
   // writer_ordinal: this owner's ordinal among the CTA's writers (the manifest's `ordinal`);
   // is_writer: true in exactly the one thread the manifest names for that ordinal.
   __device__ __forceinline__ Recorder(void* buffer, unsigned int writer_ordinal, bool is_writer)
-      : next_(nullptr), left_(0u), tag_(0u), status_(nullptr), live_(false) {
+      : records_(nullptr), header_(nullptr), seq_(0u), end_(0u), tag_(0u), dropped_(0u) {
     if (!is_writer || buffer == nullptr) return;
     Header* h = static_cast<Header*>(buffer);
-    status_ = &h->status;
-    const unsigned int ctas = gridDim.x * gridDim.y * gridDim.z;
-    if (h->magic != 0x31544C5845525441ull || h->abi_major != 1u || h->header_bytes != 64u ||
-        h->record_bytes != 16u || h->capacity != h->owner_count * h->records_per_owner ||
-        h->grid_x != gridDim.x || h->grid_y != gridDim.y || h->grid_z != gridDim.z ||
-        h->block_x != blockDim.x || h->block_y != blockDim.y || h->block_z != blockDim.z) {
-      atomicOr(status_, static_cast<unsigned int>(kBadHeader));
+    // Four independent 16-byte loads and one combined verdict: a single memory round trip
+    // (checking field by field with || serializes a dozen dependent loads per writer).
+    const uint4* words = static_cast<const uint4*>(buffer);
+    const uint4 w0 = words[0], w1 = words[1], w2 = words[2], w3 = words[3];
+    const unsigned int capacity = w1.x, owners = w1.y, per_owner = w1.z;
+    const bool header_ok =
+        (w0.x == 0x45525441u) & (w0.y == 0x31544C58u) & ((w0.z & 0xFFFFu) == 1u) &
+        (w0.w == ((16u << 16) | 64u)) &
+        (static_cast<unsigned long long>(owners) * per_owner == capacity) &
+        (w2.x == gridDim.x) & (w2.y == gridDim.y) & (w2.z == gridDim.z) &
+        (w2.w == blockDim.x) & (w3.x == blockDim.y) & (w3.y == blockDim.z);
+    if (!header_ok) {
+      atomicOr(&h->status, static_cast<unsigned int>(kBadHeader));
       return;
     }
-    const unsigned int writers = ctas == 0u ? 0u : h->owner_count / ctas;
-    if (writers == 0u || writers * ctas != h->owner_count || writer_ordinal >= writers) {
-      atomicOr(status_, static_cast<unsigned int>(kBadOwner));
+    const unsigned int ctas = gridDim.x * gridDim.y * gridDim.z;
+    const unsigned int writers = owners / ctas;
+    if (writers == 0u || writers * ctas != owners || writer_ordinal >= writers) {
+      atomicOr(&h->status, static_cast<unsigned int>(kBadOwner));
       return;
     }
     const unsigned int cta = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const unsigned int thread = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
     const unsigned int owner = cta * writers + writer_ordinal;
     unsigned char* base = static_cast<unsigned char*>(buffer);
-    unsigned long long* claims =
-        reinterpret_cast<unsigned long long*>(base + 64ull + 16ull * h->capacity);
+    unsigned long long* claims = reinterpret_cast<unsigned long long*>(base + 64ull + 16ull * capacity);
     const unsigned long long claim =
         (static_cast<unsigned long long>(cta + 1u) << 32) | static_cast<unsigned long long>(thread + 1u);
     if (atomicCAS(claims + owner, 0ull, claim) != 0ull) {
-      atomicOr(status_, static_cast<unsigned int>(kDuplicateOwner));
+      atomicOr(&h->status, static_cast<unsigned int>(kDuplicateOwner));
       return;
     }
     const unsigned int sm = smid();
     if (sm > 0x3FFu) {
-      atomicOr(status_, static_cast<unsigned int>(kBadSm));
+      atomicOr(&h->status, static_cast<unsigned int>(kBadSm));
       return;
     }
-    next_ = reinterpret_cast<uint4*>(base + 64ull) + static_cast<unsigned long long>(owner) * h->records_per_owner;
-    left_ = h->records_per_owner;
+    records_ = reinterpret_cast<uint4*>(base + 64ull) + static_cast<unsigned long long>(owner) * per_owner;
+    header_ = h;
+    end_ = per_owner;
     tag_ = 0x80000000u | (sm << 18);
-    live_ = true;
   }
+
+  // Publishes a dropped event as the sticky overflow bit (once per owner, off the event path).
+  __device__ __forceinline__ ~Recorder() {
+    if (header_ != nullptr && dropped_ != 0u) atomicOr(&header_->status, static_cast<unsigned int>(kOverflow));
+  }
+
+  // Two recorders for one owner would write the same slots: copies are refused at compile time.
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
 
   __device__ __forceinline__ void begin(unsigned int site, unsigned int payload = 0u) { emit(site, kBegin, payload, 0u); }
   __device__ __forceinline__ void end(unsigned int site, unsigned int payload = 0u) { emit(site, kEnd, payload, 0u); }
@@ -93,32 +103,36 @@ class Recorder {
   __device__ __forceinline__ void counter(unsigned int site, unsigned int value) { emit(site, kCounter, value, 0u); }
 
   // flags: three user bits (tag bits 28-30).
+  // One predicate (`seq < end`, false in every non-writer thread and once the range is full)
+  // guards the timer read, the store and the sequence step; its complement marks a drop.
+  // The store is plain `st.global`: a begin and its end share one 32-byte sector, and an
+  // evict-first hint would push the half-written sector out of L2 between the two.
   __device__ __forceinline__ void emit(unsigned int site, unsigned int kind, unsigned int payload, unsigned int flags) {
-    const unsigned long long t = globaltimer();
-    const uint4 r = make_uint4(static_cast<unsigned int>(t), static_cast<unsigned int>(t >> 32), payload,
-                               tag_ | ((flags & 7u) << 28) | ((kind & 3u) << 16) | (site & 0xFFFFu));
-    if (left_ != 0u) {
-      *next_ = r;  // one 16-byte store: timestamp, payload and committed tag together
-      ++next_;
-      --left_;
-    } else if (live_) {
-      overflow();
-    }
+    const unsigned int tag = tag_ | ((flags & 7u) << 28) | ((kind & 3u) << 16) | (site & 0xFFFFu);
+    uint4* const slot = records_ + seq_;
+    asm volatile(
+        "{\n\t"
+        ".reg .pred p;\n\t"
+        ".reg .b64 t;\n\t"
+        ".reg .b32 lo, hi;\n\t"
+        "setp.lt.u32 p, %0, %2;\n\t"
+        "mov.u64 t, %%globaltimer;\n\t"
+        "mov.b64 {lo, hi}, t;\n\t"
+        "@p st.global.v4.u32 [%3], {lo, hi, %4, %5};\n\t"
+        "@p add.u32 %0, %0, 1;\n\t"
+        "@!p mov.u32 %1, 1;\n\t"
+        "}"
+        : "+r"(seq_), "+r"(dropped_)
+        : "r"(end_), "l"(slot), "r"(payload), "r"(tag));
   }
 
  private:
-  // Inline on purpose: an out-of-line member call takes `this`, which moves the whole
-  // Recorder to local memory and turns every event into local loads and stores.
-  __device__ __forceinline__ void overflow() {
-    atomicOr(status_, static_cast<unsigned int>(kOverflow));
-    live_ = false;
-  }
-
-  uint4* next_;
-  unsigned int left_;
-  unsigned int tag_;
-  unsigned int* status_;
-  bool live_;
+  uint4* records_;       // this owner's first record
+  Header* header_;       // set only once the owner is claimed: the destructor's overflow target
+  unsigned int seq_;     // next record within the owner's range
+  unsigned int end_;     // records_per_owner; 0 in threads that do not record
+  unsigned int tag_;     // committed bit | SM << 18
+  unsigned int dropped_; // 1 once an event found the range full
 };
 
 #else  // probe compiled out: same interface, no code, no memory traffic
@@ -126,6 +140,8 @@ class Recorder {
 class Recorder {
  public:
   __device__ __forceinline__ Recorder(void*, unsigned int, bool) {}
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
   __device__ __forceinline__ void begin(unsigned int, unsigned int = 0u) {}
   __device__ __forceinline__ void end(unsigned int, unsigned int = 0u) {}
   __device__ __forceinline__ void instant(unsigned int, unsigned int = 0u) {}

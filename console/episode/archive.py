@@ -1,0 +1,130 @@
+"""Opening a packed episode (``.tar.gz`` / ``.tgz``) as if it were a campaign on disk.
+
+A recorded campaign is a git repository with an episode worktree beside it, which cannot be
+committed as files, so it travels as one archive (``examples/record_episode.py --archive``).
+Here it is unpacked once into the user cache, ``$XDG_CACHE_HOME/episcope/archives/<sha256
+prefix>/`` (reused while present), and ``git worktree repair`` points the worktree links
+at that copy. Only regular files and directories with safe relative names are unpacked:
+an archive holding links, devices, absolute paths or ``..`` is refused as a whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
+WORKTREES_DIR = ".atrex_long_horizon_worktrees"
+DONE_MARKER = ".episcope-unpacked"
+_KEY_CHARS = 16
+
+# (path, size, mtime_ns) -> campaign root, so a session re-resolving hashes nothing
+_opened: dict[tuple[str, int, int], Path] = {}
+
+
+class ArchiveError(Exception):
+    """The archive cannot be opened (message is one line)."""
+
+
+def is_archive(path: str | os.PathLike) -> bool:
+    return str(path).endswith(ARCHIVE_SUFFIXES)
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "episcope" / "archives"
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_member(member: tarfile.TarInfo) -> None:
+    name = member.name
+    parts = PurePosixPath(name).parts
+    if not parts or name.startswith("/") or ".." in parts or "\\" in name:
+        raise ArchiveError(f"unsafe path in archive: {name!r}")
+    if not (member.isfile() or member.isdir()):
+        raise ArchiveError(f"archive member {name!r} is not a regular file or directory")
+
+
+def _unpack(archive: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
+    try:
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                members = tar.getmembers()
+                for member in members:
+                    _check_member(member)
+                for member in members:
+                    dest = staging.joinpath(*PurePosixPath(member.name).parts)
+                    if member.isdir():
+                        dest.mkdir(parents=True, exist_ok=True)
+                        continue
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    source = tar.extractfile(member)
+                    with source, open(dest, "wb") as out:
+                        shutil.copyfileobj(source, out)
+                    os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
+                    os.utime(dest, (member.mtime, member.mtime))
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise ArchiveError(f"{archive}: cannot unpack: {exc}") from None
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / DONE_MARKER).is_file():  # nobody else finished it first
+                raise
+            return
+        _repair(target)
+        (target / DONE_MARKER).write_text(str(archive) + "\n", encoding="utf-8")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _campaigns(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name != WORKTREES_DIR and not p.name.startswith(".unpack-"))
+
+
+def open_archive(path: str | os.PathLike) -> Path:
+    """Unpack ``path`` (once) and return the campaign root inside the unpacked copy."""
+    archive = Path(path).expanduser().resolve()
+    try:
+        st = archive.stat()
+    except OSError as exc:
+        raise ArchiveError(f"{archive}: {exc.strerror or exc}") from None
+    key = (str(archive), st.st_size, st.st_mtime_ns)
+    known = _opened.get(key)
+    if known is not None and known.is_dir():
+        return known
+    target = cache_root() / _digest(archive)[:_KEY_CHARS]
+    if not (target / DONE_MARKER).is_file():
+        if target.exists():
+            shutil.rmtree(target)  # a half-made copy from an interrupted unpack
+        _unpack(archive, target)
+    campaigns = [c for c in _campaigns(target) if (c / ".git").is_dir() or (c / ".atrex_long_horizon").is_dir()]
+    if len(campaigns) != 1:
+        raise ArchiveError(f"{archive}: expected one campaign directory, found {len(campaigns)}")
+    _opened[key] = campaigns[0]
+    return campaigns[0]
+
+
+def _repair(target: Path) -> None:
+    """``git worktree repair`` from each campaign, naming its worktrees in this copy, so the
+    links in both directions (worktree .git file, campaign .git/worktrees/*/gitdir) lead here."""
+    for campaign in _campaigns(target):
+        worktrees = target / WORKTREES_DIR / campaign.name
+        if not (campaign / ".git").is_dir() or not worktrees.is_dir():
+            continue
+        paths = [str(p) for p in sorted(worktrees.iterdir()) if (p / ".git").is_file()]
+        if paths:
+            subprocess.run(["git", "-C", str(campaign), "worktree", "repair", *paths], capture_output=True, timeout=60)

@@ -1,0 +1,124 @@
+"""The recorded H200 episode (examples/episodes/) opened straight from its archive, and the
+sandbox -> profile_nvidia.sh -> funnel path the recorder drives (no GPU needed)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from console.episode.archive import DONE_MARKER, open_archive
+from console.episode.workspace import WorkspaceError, resolve_workspace
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHIVE = ROOT / "examples" / "episodes" / "row_softmax-h200.tar.gz"
+FAKE_NCU = ROOT / "tests" / "fixtures" / "episode" / "fake_ncu.sh"
+
+
+def cli(*argv: str, env: dict, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "console.cli", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture()
+def cache_env(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    return env
+
+
+def test_archive_is_small_and_safe():
+    assert ARCHIVE.stat().st_size < 3 * 1024 * 1024
+    with tarfile.open(ARCHIVE) as tar:
+        names = [m.name for m in tar.getmembers()]
+        assert all(m.isfile() or m.isdir() for m in tar.getmembers())
+    assert not any(n.endswith(".ncu-rep") or n.startswith("/") or ".." in n.split("/") for n in names)
+    assert "row_softmax/.git/HEAD" in names
+
+
+def test_status_of_the_recorded_episode(cache_env):
+    proc = cli("status", "--json", str(ARCHIVE), env=cache_env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["unreadable"] == []
+    phases = doc["phases"]
+    assert set(phases) == {"profile", "research", "planning", "implementation", "correctness", "benchmark", "recording"}
+    assert phases["profile"]["intervals"] == 2 and phases["profile"]["wall_seconds"] > 10
+    profiles = {p["dir"].split("profiles/episode_1/")[1]: p for p in doc["profiles"]}
+    assert {k for k in profiles if k.startswith("survey/")} == {f"survey/shape-{i}" for i in range(5)}
+    deep = profiles["deep/shape-4"]
+    assert deep["kernels"] == ["row_softmax_naive"] and deep["bottleneck"] == "memory"
+    assert "low-sm-utilization" in deep["symptoms"] and "analysis/source_metrics_line_run.txt" in deep["localize"]
+    trial = profiles["trial1/sol/shape-4"]
+    assert trial["kernels"] == ["row_softmax_regs"] and trial["symptoms"] == ["memory-bound"]
+    (abba,) = doc["abba"]
+    assert abba["gate"] == "PASS" and abba["runs"] == 4 and abba["improvement_pct"] > 90
+    versions = {v["version"]: v for v in doc["versions"]}
+    assert versions[0]["measurement_subject"] == "incumbent" and versions[1]["measurement_subject"] == "candidate"
+    assert versions[1]["accepted"] is True and versions[1]["latency_us_geomean"] < versions[0]["latency_us_geomean"]
+    assert doc["episode"]["handoff"] == "candidate_ready" and doc["episode"]["head"] == doc["episode"]["candidate_commit"]
+    assert doc["sandbox"]["failed"] == 0 and doc["sandbox"]["succeeded"] >= 11
+
+
+def test_unpacked_once_and_worktree_repaired(cache_env, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", cache_env["XDG_CACHE_HOME"])
+    campaign = open_archive(ARCHIVE)
+    marker = campaign.parent / DONE_MARKER
+    stamp = marker.stat().st_mtime_ns
+    listed = subprocess.run(["git", "-C", str(campaign), "worktree", "list", "--porcelain"], capture_output=True, text=True).stdout
+    worktree = resolve_workspace(ARCHIVE).worktree
+    assert worktree is not None and f"worktree {worktree}" in listed and "prunable" not in listed
+    common = subprocess.run(["git", "-C", str(worktree), "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                            capture_output=True, text=True).stdout.strip()
+    assert common == str(campaign / ".git")
+    # a second process opens the same copy without unpacking again
+    proc = cli("status", str(ARCHIVE), env=cache_env)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("member", ["link", "../escape.txt", "/abs.txt"])
+def test_unsafe_archives_are_refused(tmp_path, monkeypatch, member):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        info = tarfile.TarInfo("camp/kernel.py")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"x=1"))
+        evil = tarfile.TarInfo(member if member != "link" else "camp/link")
+        if member == "link":
+            evil.type, evil.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        else:
+            evil.size = 1
+        tar.addfile(evil, None if member == "link" else io.BytesIO(b"x"))
+    with pytest.raises(WorkspaceError, match="unsafe path|not a regular file"):
+        resolve_workspace(bad)
+    assert not any((tmp_path / "cache").rglob("kernel.py"))
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_sandbox_profile_runs_the_funnel_and_syncs_outputs(tmp_path):
+    from console.commands.init import create_workspace
+
+    ws = create_workspace(tmp_path / "ws", "row_softmax")
+    env = {**os.environ, "NCU": str(FAKE_NCU), "PYTHONPATH": ".", "PROFILE_ITERS": "1"}
+    out = "profiles/episode_1/deep/shape-4"
+    argv = [sys.executable, str(ROOT / "tools" / "sandbox.py"), "--workspace", str(ws), "--kind", "profile",
+            "--profile-level", "deep", "--kernel-regex", "^row_softmax_naive$", "--",
+            "bash", "tools/profile_nvidia.sh", "profile_driver.py", "--output-dir", out, "--launch-count", "1", "--source"]
+    # run from the repository root: the relative PYTHONPATH must still find the console package
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("[sandbox] PROFILE_JSON="))
+    profile = json.loads(line.split("=", 1)[1])
+    assert profile["level"] == "deep" and profile["dominant_kernel"] == "row_softmax_naive"
+    assert profile["kernel_sha256"] is not None
+    assert json.loads((ws / out / "gateway_profile.json").read_text()) == profile
+    summary = (ws / out / "summary.txt").read_text()
+    assert "Pattern C [high]: uncoalesced-loads" in summary and (ws / out / "analysis" / "source_metrics_line_run.txt").is_file()
+    assert not (ws / out / "ncu.ncu-rep").exists() and not (ws / out / "ncu_source.ncu-rep").exists()
+    assert "not synced: profiles/episode_1/deep/shape-4/ncu.ncu-rep" in proc.stderr
