@@ -301,6 +301,20 @@ def span_check(device: Device, degree: int, launches: int = 10) -> dict:
             "hold_expired": device.hold_expired - expired_before}
 
 
+def write_report(output: str, report: dict, *, complete: bool, started: float) -> None:
+    """Rewritten after each stage (temp + rename), so a run cut short keeps what it measured."""
+    report = dict(report, complete=complete, wall_seconds=time.monotonic() - started)
+    text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
+    if output == "-":
+        if complete:
+            print(text, end="")
+        return
+    target = Path(output)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sample", action="store_true", help="one measure sample (used by measure)")
@@ -334,13 +348,19 @@ def main() -> int:
     screened = screen(device, {t: cal["chosen"][t]["degree"] for t in screen_targets}, headers, args.screen_rounds)
     span = span_check(device, cal["chosen"][targets[0]]["degree"])
     del device
+    report = {"kernel": "stream_poly", "block": BLOCK, "iterations_per_launch": ITERS,
+              "sites": ["mainloop (range)", "kernel_entry (instant)", "kernel_exit (instant)"],
+              "density": "one begin/end pair per warp per main-loop iteration, plus one entry and one exit "
+                         "instant per warp per launch",
+              "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold",
+              "calibration": cal, "screen": screened, "span_check": span, "sweep": []}
+    write_report(args.output, report, complete=False, started=t0)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="timeline-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
     src = work / "stream_poly.cu"
     src.write_text(KERNEL)
     inst = work / "stream_poly.instrumented.cu"
     inst.write_text(probe_source(shipped_header()))
-    results = []
     for t in targets:
         degree = cal["chosen"][t]["degree"]
         cmd = [sys.executable, str(Path(__file__).resolve()), "--sample", "--degree", str(degree)]
@@ -350,27 +370,18 @@ def main() -> int:
                                max_blocks=args.max_blocks, ci_width=args.ci_width, target_percent=10.0,
                                env={"PYTHONPATH": str(ROOT)})
         m = measure(config)
-        results.append({"target_us": t, "degree": degree, "iteration_us": cal["chosen"][t]["iteration_us"],
+        report["sweep"].append({"target_us": t, "degree": degree, "iteration_us": cal["chosen"][t]["iteration_us"],
                         "baseline_ms": m["baseline_ms"], "instrumented_ms": m["instrumented_ms"],
                         "overhead_percent": m["overhead_percent"], "interval": m["interval"],
                         "bootstrap_interval": m["bootstrap_interval"], "rank_test": m["rank_test"],
                         "blocks": m["blocks"], "stop_reason": m["stop_reason"],
                         "measurement": m})
-    report = {"kernel": "stream_poly", "block": BLOCK, "iterations_per_launch": ITERS,
-              "sites": ["mainloop (range)", "kernel_entry (instant)", "kernel_exit (instant)"],
-              "density": "one begin/end pair per warp per main-loop iteration, plus one entry and one exit "
-                         "instant per warp per launch",
-              "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold",
-              "calibration": cal, "screen": screened, "sweep": results, "span_check": span,
-              "wall_seconds": time.monotonic() - t0}
-    text = json.dumps(report, indent=2, sort_keys=True, default=str)
-    if args.output == "-":
-        print(text)
-    else:
-        Path(args.output).write_text(text + "\n")
+        write_report(args.output, report, complete=False, started=t0)
+    write_report(args.output, report, complete=True, started=t0)
+    if args.output != "-":
         print(json.dumps({"screen": screened,
                           "sweep": [{k: r[k] for k in ("target_us", "degree", "iteration_us", "overhead_percent",
-                                                       "interval", "blocks")} for r in results],
+                                                       "interval", "blocks")} for r in report["sweep"]],
                           "span": {k: span[k] for k in ("within_5pct_or_2us", "max_abs_diff_percent",
                                                         "max_abs_diff_ns", "hold_expired")}}, default=str))
     return 0

@@ -7,6 +7,8 @@ tell" and never raises.
 
 from __future__ import annotations
 
+import os
+
 from .state import Alert, EpisodeState
 
 MAX_SANDBOX_JOBS = 4
@@ -94,18 +96,24 @@ def _profile_guards(state: EpisodeState, alerts: list[Alert]) -> None:
     current = _get(state.git, "kernel_sha256")
     if not current:
         return
+    stale: dict[str, list[str]] = {}  # kernel.py hash a profile was taken on -> its directories
     for profile in state.profiles:
         taken_on = _get(profile, "kernel_sha256")
         if taken_on and taken_on != current:
-            directory = _get(profile, "dir")
-            alerts.append(
-                Alert(
-                    "stale_profile",
-                    "warning",
-                    f"profile {directory} was taken on kernel.py {taken_on[:12]}, kernel.py is now {current[:12]}",
-                    directory,
-                )
+            stale.setdefault(taken_on, []).append(str(_get(profile, "dir")))
+    # One alert per earlier kernel.py, not one per directory: a funnel of a dozen profiles
+    # of the previous kernel is one fact for the operator.
+    for taken_on, directories in sorted(stale.items()):
+        count = len(directories)
+        noun = "profile was" if count == 1 else f"{count} profiles were"
+        alerts.append(
+            Alert(
+                "stale_profile",
+                "warning",
+                f"{noun} taken on kernel.py {taken_on[:12]}; kernel.py is now {current[:12]}",
+                directories[0] if count == 1 else os.path.commonpath(directories),
             )
+        )
 
 
 def _overhead_of(document) -> tuple[float | None, float | None]:

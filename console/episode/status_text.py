@@ -11,13 +11,25 @@ def _fmt(value, unit: str = "", digits: int = 1) -> str:
     return f"{value}{unit}"
 
 
+def _short(path: str | None, *roots: str | None) -> str:
+    """A path relative to the worktree or campaign when it lies inside one."""
+    if not path:
+        return "unknown"
+    for root in roots:
+        if root and (path == root or path.startswith(root.rstrip("/") + "/")):
+            return path[len(root.rstrip("/")) + 1 :] or "."
+    return path
+
+
 def render_status(doc: dict) -> str:
     lines = []
+    roots = (doc["episode"].get("worktree"), doc["campaign"].get("root"))
     campaign = doc["campaign"]
     episode = doc["episode"]
     lines.append(f"campaign  {campaign['name']}  ({campaign['root']})")
     lines.append(
         f"episode   {_fmt(episode['number'])}  mode {_fmt(episode['mode'])}  phase {_fmt(episode['phase'])}"
+        f"  status {_fmt(episode.get('status'))}"
         f"  branch {_fmt(episode['branch'])}"
     )
     if episode.get("worktree"):
@@ -57,7 +69,7 @@ def render_status(doc: dict) -> str:
         )
     for profile in doc["profiles"]:
         lines.append(
-            f"profile   {profile['dir']}  level {_fmt(profile['level'])}  bottleneck {_fmt(profile['bottleneck'])}"
+            f"profile   {_short(profile['dir'], *roots)}  level {_fmt(profile['level'])}  bottleneck {_fmt(profile['bottleneck'])}"
             f"  symptoms {', '.join(profile['symptoms']) or 'none'}"
         )
     for verdict in doc["abba"]:
@@ -66,7 +78,8 @@ def render_status(doc: dict) -> str:
             f"  candidate {_fmt(verdict['candidate_latency_us'], ' us', 2)}  improvement {_fmt(verdict['improvement_pct'], ' %', 2)}"
         )
     for alert in doc["alerts"]:
-        lines.append(f"ALERT     [{alert['severity']}] {alert['code']}: {alert['message']}")
+        where = f"  ({_short(alert['path'], *roots)})" if alert.get("path") else ""
+        lines.append(f"ALERT     [{alert['severity']}] {alert['code']}: {alert['message']}{where}")
     for problem in doc["unreadable"]:
         where = problem["path"] if problem["offset"] is None else f"{problem['path']}@{problem['offset']}"
         lines.append(f"UNREADABLE {where}: {problem['error']}")

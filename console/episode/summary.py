@@ -44,13 +44,23 @@ def event_to_json(event: Event) -> dict:
     return {"kind": event.kind, "path": event.path, "offset": event.offset, "at": event.at, "data": to_jsonable(event.data)}
 
 
+def _latest_attempt(state: EpisodeState):
+    attempts = [*(_get(state.supervisor, "attempts") or ()), *state.attempts]
+    numbered = [a for a in attempts if _get(a, "episode") is not None]
+    return max(numbered, key=lambda a: _get(a, "episode")) if numbered else None
+
+
 def _episode(state: EpisodeState) -> dict:
     active = state.active_episode
     journal = state.journal
+    # Once an episode is archived its active_episode.json is gone; its attempt record
+    # still says what it was.
+    attempt = None if active is not None else _latest_attempt(state)
     return {
-        "number": _get(active, "episode", _get(journal, "episode")),
-        "mode": _get(active, "mode"),
+        "number": _get(active, "episode", _get(journal, "episode", _get(attempt, "episode"))),
+        "mode": _get(active, "mode", _get(attempt, "mode")),
         "phase": _get(active, "phase"),
+        "status": _get(active, "terminal_status", _get(attempt, "status")),
         "branch": _get(active, "episode_branch", _get(journal, "episode_branch", _get(state.git, "branch"))),
         "worktree": _get(active, "worktree", state.worktree),
         "memory_version": _get(active, "memory_version", _get(journal, "memory_version")),
