@@ -355,6 +355,7 @@ def main() -> int:
               "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold",
               "calibration": cal, "screen": screened, "span_check": span, "sweep": []}
     write_report(args.output, report, complete=False, started=t0)
+    print(json.dumps({"screen": screened, "span": {k: v for k, v in span.items() if k != "launches"}}), flush=True)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="timeline-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
     src = work / "stream_poly.cu"
@@ -371,19 +372,16 @@ def main() -> int:
                                env={"PYTHONPATH": str(ROOT)})
         m = measure(config)
         report["sweep"].append({"target_us": t, "degree": degree, "iteration_us": cal["chosen"][t]["iteration_us"],
-                        "baseline_ms": m["baseline_ms"], "instrumented_ms": m["instrumented_ms"],
-                        "overhead_percent": m["overhead_percent"], "interval": m["interval"],
-                        "bootstrap_interval": m["bootstrap_interval"], "rank_test": m["rank_test"],
-                        "blocks": m["blocks"], "stop_reason": m["stop_reason"],
-                        "measurement": m})
+                                "baseline_ms": m["baseline_ms"], "instrumented_ms": m["instrumented_ms"],
+                                "overhead_percent": m["overhead_percent"], "interval": m["interval"],
+                                "bootstrap_interval": m["bootstrap_interval"], "rank_test": m["rank_test"],
+                                "blocks": m["blocks"], "stop_reason": m["stop_reason"], "measurement": m})
         write_report(args.output, report, complete=False, started=t0)
     write_report(args.output, report, complete=True, started=t0)
     if args.output != "-":
-        print(json.dumps({"screen": screened,
-                          "sweep": [{k: r[k] for k in ("target_us", "degree", "iteration_us", "overhead_percent",
-                                                       "interval", "blocks")} for r in report["sweep"]],
-                          "span": {k: span[k] for k in ("within_5pct_or_2us", "max_abs_diff_percent",
-                                                        "max_abs_diff_ns", "hold_expired")}}, default=str))
+        print(json.dumps({"sweep": [{k: r[k] for k in ("target_us", "degree", "iteration_us", "overhead_percent",
+                                                       "interval", "blocks")} for r in report["sweep"]]},
+                         default=str))
     return 0
 
 

@@ -20,17 +20,19 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from console.actions import ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, ActionRefused, JobLauncher, cancel
 from console.episode.events import REMOVED, TIMELINE_RECEIPT
 from console.episode.state import EpisodeState
+from console.screens.dashboard import DashboardScreen
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
 from widgets.common import get
 from widgets.gpu_pane import GpuPane
 from widgets.header import EpisodeHeader, running_jobs
 from widgets.jobs_pane import JobsPane
+from widgets.key_bar import KeyBar
 from widgets.pane import Pane
 from widgets.phase_timeline import PhaseTimelinePane
 from widgets.profile_funnel import ProfileFunnel
@@ -121,6 +123,9 @@ class EpiscopeApp(App):
 
     # -- layout ----------------------------------------------------------------------------
 
+    def get_default_screen(self) -> DashboardScreen:
+        return DashboardScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         label = "REPLAY" if self.mode == "replay" else "READ-ONLY" if self.readonly else "LIVE"
         yield EpisodeHeader(mode_label=label, id="header")
@@ -136,7 +141,7 @@ class EpiscopeApp(App):
         if self.replay is not None:
             yield ReplayBar(id="replay-bar")
         yield Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def panes(self) -> list[Pane]:
         return sorted(self.query(Pane), key=lambda p: p.number or 0)
@@ -216,7 +221,7 @@ class EpiscopeApp(App):
         self.refresh_availability()
 
     def refresh_availability(self) -> None:
-        """Redraw the footer only when what can run changed (a footer rebuild is costly)."""
+        """Announce new bindings only when what can run changed (the key bar re-checks them all)."""
         key = tuple(self.why_blocked(a.name) for a in ACTIONS) + (self.why_blocked("cancel_job"),)
         if key != self._availability:
             self._availability = key

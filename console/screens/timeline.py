@@ -14,9 +14,10 @@ from pathlib import Path
 from rich.text import Text
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.episode.replay import state_dir
+from widgets.key_bar import KeyBar
 from widgets.timeline_view import TimelineView
 
 
@@ -91,7 +92,7 @@ class TimelineScreen(Screen):
             yield TimelineView(self.capture)
         else:
             yield Static(Text(self.error or "nothing to show", style="red"), id="timeline-error")
-        yield Footer()
+        yield KeyBar()
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "export" and self.capture is None:

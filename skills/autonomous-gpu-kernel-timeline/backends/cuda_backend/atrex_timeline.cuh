@@ -3,9 +3,10 @@
 // Buffer: 64-byte header | capacity x 16-byte records | owner_count x 8-byte claim words.
 // One Recorder per owner (a writer thread of a CTA) per launch. The constructor reads the
 // header in one round trip and claims the owner's slot range once with compare-and-swap.
-// Each event afterwards is branch-free: one compare, then a %globaltimer read and one
-// 16-byte store predicated on it, so only the writer lane reads the timer or touches memory
-// and the warp never diverges. No atomics, fences or shared memory on the event path.
+// Each event afterwards is branch-free: one warp-wide %globaltimer read (a single CS2R; a
+// per-lane predicate on it compiles to the same read plus selects) and one 16-byte store
+// predicated on `seq < records_per_owner`, so only the writer lane touches memory and the
+// warp never diverges. No atomics, fences or shared memory on the event path.
 // A full range stops recording (never wraps); the dropped event is remembered in a register
 // and the sticky overflow bit is set once, when the Recorder goes out of scope.
 // Without ATREX_TIMELINE_ENABLED every member compiles to nothing and the buffer is untouched.
