@@ -8,7 +8,9 @@ K sets the iteration length. For each target length the sweep calibrates K, then
 `measure` (fresh processes, ABBA/BAAB blocks, adaptive until the 95% interval is narrower
 than --ci-width) and reports its interval. A screen in one process interleaves launches of
 the baseline, the shipped probe, a naive reference probe (lane 0 reads %globaltimer in a
-branch and writes two 8-byte stores) and, with --compare-header, any other probe header.
+branch and writes two 8-byte stores), the candidate probes in benchmarks/timeline_probes/ and,
+with --compare-header, any other probe header. `measure` then runs the probe of the screen with
+the lowest mean overhead at the measured lengths (or the one --measure-probe names).
 The span check compares the span of a launch's events with CUDA events on the same launch.
 
 Every timed launch is queued behind a short device-side hold kernel, so the start event is
@@ -32,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+CANDIDATES = Path(__file__).resolve().parent / "timeline_probes"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "skills" / "autonomous-gpu-kernel-timeline" / "backends"))
 
@@ -182,10 +185,14 @@ class Workload:
         return cp.cuda.get_elapsed_time(start, stop)
 
 
-def shipped_header() -> str:
+def shipped_header_path() -> Path:
     from cuda_backend.cupy_adapter import HEADER_PATH
 
-    return HEADER_PATH.read_text()
+    return HEADER_PATH
+
+
+def shipped_header() -> str:
+    return shipped_header_path().read_text()
 
 
 # Cost decomposition for the screen: the shipped probe with one part of the event removed.
@@ -193,6 +200,9 @@ ABLATIONS = {
     # the timer value is folded into a register so the read is not dead code
     "shipped_without_store": ('"@p st.global.v4.u32 [%3], {lo, hi, %4, %5};\\n\\t"', '"@p xor.b32 %1, %1, lo;\\n\\t"'),
     "shipped_without_timer": ('"mov.u64 t, %%globaltimer;\\n\\t"', '"mov.u64 t, 1;\\n\\t"'),
+    # store width alone: the same record as two 8-byte stores
+    "shipped_2x8": ('"@p st.global.v4.u32 [%3], {lo, hi, %4, %5};\\n\\t"',
+                    '"@p st.global.v2.u32 [%3], {lo, hi};\\n\\t@p st.global.v2.u32 [%3+8], {%4, %5};\\n\\t"'),
 }
 
 
@@ -209,7 +219,8 @@ def sample_main(degree: int) -> int:
     warmup = int(os.environ.get("ATREX_TIMELINE_WARMUP", "10"))
     iterations = int(os.environ.get("ATREX_TIMELINE_ITERATIONS", "100"))
     d = Device()
-    w = Workload(d, degree, probe_source(shipped_header() if variant == "instrumented" else None))
+    header = Path(os.environ.get("ATREX_TIMELINE_PROBE_HEADER") or shipped_header_path()).read_text()
+    w = Workload(d, degree, probe_source(header if variant == "instrumented" else None))
     for _ in range(warmup):
         w.launch()
     times = [w.launch() for _ in range(iterations)]
@@ -268,7 +279,7 @@ def screen(device: Device, degrees: dict[float, int], headers: dict[str, str | N
     return out
 
 
-def span_check(device: Device, degree: int, launches: int = 10) -> dict:
+def span_check(device: Device, degree: int, header: str, launches: int = 10) -> dict:
     """Capture span vs CUDA-event duration on the same launch.
 
     span_ns: first to last event of the launch (kernel_entry .. kernel_exit instants);
@@ -276,7 +287,7 @@ def span_check(device: Device, degree: int, launches: int = 10) -> dict:
     from console.timeline.decode import decode
     from console.timeline.manifest import parse_dictionary, parse_manifest
 
-    w = Workload(device, degree, probe_source(shipped_header()))
+    w = Workload(device, degree, probe_source(header))
     for _ in range(3):
         w.launch()
     expired_before = device.hold_expired
@@ -324,6 +335,8 @@ def main() -> int:
     parser.add_argument("--screen-rounds", type=int, default=40)
     parser.add_argument("--compare-header", action="append", default=[], metavar="NAME=PATH",
                         help="another probe header to include in the screen (repeatable)")
+    parser.add_argument("--measure-probe", default="best",
+                        help="probe `measure` and the span check run: shipped, a candidate's name, or best")
     parser.add_argument("--ci-width", type=float, default=1.0)
     parser.add_argument("--min-blocks", type=int, default=4)
     parser.add_argument("--max-blocks", type=int, default=6)
@@ -342,26 +355,36 @@ def main() -> int:
     cal = calibrate(device, sorted(set(targets) | set(screen_targets)))
     headers: dict[str, str | None] = {"baseline": None, "shipped": shipped_header(), "naive": NAIVE_PROBE}
     headers.update({name: ablated_header(name) for name in ABLATIONS})
+    header_paths = {"shipped": shipped_header_path()}
+    for path in sorted(CANDIDATES.glob("*.cuh")):
+        headers[path.stem] = path.read_text()
+        header_paths[path.stem] = path
     for spec in args.compare_header:
         name, _, path = spec.partition("=")
         headers[name] = Path(path).read_text()
     screened = screen(device, {t: cal["chosen"][t]["degree"] for t in screen_targets}, headers, args.screen_rounds)
-    span = span_check(device, cal["chosen"][targets[0]]["degree"])
+    probe = args.measure_probe
+    if probe == "best":  # lowest mean screen overhead at the lengths `measure` runs, among complete probes
+        at = [f"{t:g}" for t in targets if t in screen_targets] or list(screened)
+        probe = min(header_paths, key=lambda n: float(np.mean([screened[k][n]["overhead_percent"] for k in at])))
+    if probe not in header_paths:
+        raise SystemExit(f"--measure-probe {probe}: not shipped or one of {sorted(header_paths)}")
+    span = span_check(device, cal["chosen"][targets[0]]["degree"], headers[probe])
     del device
     report = {"kernel": "stream_poly", "block": BLOCK, "iterations_per_launch": ITERS,
               "sites": ["mainloop (range)", "kernel_entry (instant)", "kernel_exit (instant)"],
               "density": "one begin/end pair per warp per main-loop iteration, plus one entry and one exit "
                          "instant per warp per launch",
               "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold",
-              "calibration": cal, "screen": screened, "span_check": span, "sweep": []}
+              "measured_probe": probe, "calibration": cal, "screen": screened, "span_check": span, "sweep": []}
     write_report(args.output, report, complete=False, started=t0)
-    print(json.dumps({"screen": screened, "span": {k: v for k, v in span.items() if k != "launches"}}), flush=True)
+    print(json.dumps({"measured_probe": probe, "screen": screened, "span": {k: v for k, v in span.items() if k != "launches"}}), flush=True)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="timeline-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
     src = work / "stream_poly.cu"
     src.write_text(KERNEL)
     inst = work / "stream_poly.instrumented.cu"
-    inst.write_text(probe_source(shipped_header()))
+    inst.write_text(probe_source(headers[probe]))
     for t in targets:
         degree = cal["chosen"][t]["degree"]
         cmd = [sys.executable, str(Path(__file__).resolve()), "--sample", "--degree", str(degree)]
@@ -369,7 +392,7 @@ def main() -> int:
                                instrumented_source=str(inst), output=str(work / f"measure-{t:g}us.json"),
                                warmup=10, iterations=args.iterations, min_blocks=args.min_blocks,
                                max_blocks=args.max_blocks, ci_width=args.ci_width, target_percent=10.0,
-                               env={"PYTHONPATH": str(ROOT)})
+                               env={"PYTHONPATH": str(ROOT), "ATREX_TIMELINE_PROBE_HEADER": str(header_paths[probe])})
         m = measure(config)
         report["sweep"].append({"target_us": t, "degree": degree, "iteration_us": cal["chosen"][t]["iteration_us"],
                                 "baseline_ms": m["baseline_ms"], "instrumented_ms": m["instrumented_ms"],

@@ -9,6 +9,7 @@ the process handles it started, to end their groups if it exits first.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,8 +21,14 @@ from pathlib import Path
 TOOLS_DIR = Path(__file__).resolve().parent.parent / "tools"
 SANDBOX_SCRIPT = TOOLS_DIR / "sandbox.py"
 PROFILE_SCRIPT = TOOLS_DIR / "profile_nvidia.sh"
-TIMELINE_SCRIPT = TOOLS_DIR / "timeline.py"
+TIMELINE_SCRIPT = TOOLS_DIR.parent / "skills" / "autonomous-gpu-kernel-timeline" / "scripts" / "timeline.py"
 ABBA_SCRIPT = TOOLS_DIR / "abba.py"
+EVALUATOR = ("python", "test_kernel.py")
+# The timeline skill's own measure recipe: clean_kernel.py is the kernel before the probe
+# went in, bench.py prints one sample line per process (``--probe`` runs the instrumented one).
+TIMELINE_BASELINE_SOURCE = "clean_kernel.py"
+TIMELINE_BENCH = "bench.py"
+TIMELINE_MEASURE_FLAGS = ("--min-blocks", "3", "--max-blocks", "10", "--ci-width", "1.0", "--target-percent", "10")
 MAX_JOBS = 4
 EXIT_GRACE_SECONDS = 3.0
 
@@ -47,8 +54,9 @@ ACTIONS: tuple[OperatorAction, ...] = (
     OperatorAction("profile_source", "S", "Profile: --source", "source-line evidence for the selected kernel", "source", True),
     OperatorAction("correctness_run", "c", "Correctness run", "test_kernel.py --multi-seed 3", "correct"),
     OperatorAction("benchmark_run", "b", "Benchmark run", "test_kernel.py latency per shape", "bench"),
-    OperatorAction("timeline_measure", "m", "Timeline measure", "baseline vs instrumented overhead, ABBA blocks", "measure"),
-    OperatorAction("abba_compare", "a", "ABBA compare", "incumbent vs candidate in one GPU allocation", "ABBA"),
+    OperatorAction("timeline_measure", "m", "Timeline measure",
+                   "clean_kernel.py vs instrumented kernel.py overhead (bench.py, ABBA/BAAB blocks)", "measure"),
+    OperatorAction("abba_compare", "a", "ABBA compare", "base commit vs worktree HEAD, I C C I in one GPU allocation", "ABBA"),
 )
 ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
 
@@ -59,8 +67,12 @@ def profile_dir(episode: object, level: str) -> str:
     return f"{base}/{level}"
 
 
-def sandbox_flags(name: str, *, episode: object = None, kernel: str | None = None, workspace: str = ".") -> list[str]:
-    """The sandbox flags and command for one action (FORMATS §8, §9)."""
+def sandbox_flags(name: str, *, episode: object = None, kernel: str | None = None, workspace: str = ".",
+                  incumbent: str | None = None, candidate: str | None = None, stamp: str | None = None) -> list[str]:
+    """The sandbox flags and command for one action (FORMATS §7, §8, §9, §10).
+
+    ``incumbent``/``candidate`` are the commits an ABBA compare runs; ``stamp`` names a
+    timeline measurement (default: now, UTC)."""
     if name in ("profile_survey", "profile_sol", "profile_deep"):
         level = name.removeprefix("profile_")
         flags = ["--kind", "profile", "--workspace", workspace, "--profile-level", level]
@@ -86,11 +98,20 @@ def sandbox_flags(name: str, *, episode: object = None, kernel: str | None = Non
     if name == "benchmark_run":
         return ["--kind", "run", "--workspace", workspace, "--no-sync", "--", "python", "test_kernel.py"]
     if name == "timeline_measure":
+        # "measurement" in the name makes the spine read it; its .runs.jsonl feeds the pane live.
+        output = f"timeline/measurement-{stamp or time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
         return ["--kind", "dev", "--workspace", workspace, "--sync", "timeline", "--",
-                "python", str(TIMELINE_SCRIPT), "measure", "--workspace", "."]
+                "python", str(TIMELINE_SCRIPT), "measure",
+                "--baseline-command", json.dumps(["python", TIMELINE_BENCH]),
+                "--instrumented-command", json.dumps(["python", TIMELINE_BENCH, "--probe"]),
+                "--baseline-source", TIMELINE_BASELINE_SOURCE, "--instrumented-source", "kernel.py",
+                *TIMELINE_MEASURE_FLAGS, "--output", output]
     if name == "abba_compare":
+        if not incumbent or not candidate:
+            raise ActionRefused("ABBA compare needs the base commit and the worktree HEAD")
         return ["--kind", "dev", "--workspace", workspace, "--sync", "verification_artifacts", "--",
-                "python", str(ABBA_SCRIPT), "--workspace", "."]
+                "python", str(ABBA_SCRIPT), "--incumbent-commit", incumbent, "--candidate-commit", candidate,
+                "--output-dir", "verification_artifacts", "--", *EVALUATOR]
     raise ActionRefused(f"unknown action {name!r}")
 
 
@@ -120,19 +141,21 @@ class JobLauncher:
     def running(self) -> list[LaunchedJob]:
         return [job for job in self.launched if job.running]
 
-    def argv_for(self, name: str, *, episode: object = None, kernel: str | None = None) -> list[str]:
-        flags = sandbox_flags(name, episode=episode, kernel=kernel, workspace=self.workspace)
+    def argv_for(self, name: str, *, episode: object = None, kernel: str | None = None, **commits: str | None) -> list[str]:
+        flags = sandbox_flags(name, episode=episode, kernel=kernel, workspace=self.workspace, **commits)
         split = flags.index("--")
         return [sys.executable, self.sandbox, *flags[:split], *self.extra_flags, *flags[split:]]
 
-    def launch(self, name: str, *, episode: object = None, kernel: str | None = None, busy: int = 0) -> LaunchedJob:
-        """Start one action; ``busy`` is the number of jobs the workspace already runs."""
+    def launch(self, name: str, *, episode: object = None, kernel: str | None = None, busy: int = 0,
+               **commits: str | None) -> LaunchedJob:
+        """Start one action; ``busy`` is the number of jobs the workspace already runs;
+        ``commits`` are the incumbent and candidate of an ABBA compare."""
         if not Path(self.sandbox).is_file():
             raise ActionRefused(f"sandbox not found: {self.sandbox}")
         in_flight = max(busy, len(self.running()))
         if in_flight >= MAX_JOBS:
             raise ActionRefused(f"{in_flight} jobs already running (limit {MAX_JOBS}); wait or cancel one")
-        argv = self.argv_for(name, episode=episode, kernel=kernel)
+        argv = self.argv_for(name, episode=episode, kernel=kernel, **commits)
         output = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -187,6 +210,18 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def campaign_head(campaign_root: str | os.PathLike) -> str | None:
+    """The commit the campaign's checkout is at (the incumbent when no base commit is known)."""
+    try:
+        out = subprocess.run(["git", "-C", str(campaign_root), "rev-parse", "--verify", "HEAD^{commit}"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 def cancel(workspace: str, job_id: str):

@@ -22,8 +22,8 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
 from textual.widgets import DataTable, Input
 
-from console.actions import ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, ActionRefused, JobLauncher, cancel
-from console.episode.events import REMOVED, TIMELINE_RECEIPT
+from console.actions import (ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, TIMELINE_BASELINE_SOURCE, TIMELINE_BENCH, ActionRefused,
+                             JobLauncher, campaign_head, cancel)
 from console.episode.state import EpisodeState
 from console.screens.dashboard import DashboardScreen
 from widgets.abba_stats import AbbaStats
@@ -115,9 +115,6 @@ class EpiscopeApp(App):
         self._stop = threading.Event()
         self._filter_target: Pane | None = None
         self._replay_last = time.monotonic()
-        self._receipt_paths: dict[str, None] = {}  # timeline receipts seen, in order
-        if session is not None:
-            self._watch_receipts(session)
         self._availability: tuple | None = None
         self.draws = 0  # how many states were drawn (the load benchmark reads it)
 
@@ -274,7 +271,26 @@ class EpiscopeApp(App):
             return f"{MAX_JOBS}/{MAX_JOBS} jobs running"
         if action.needs_kernel and not self.selected_kernel():
             return "select a kernel in the funnel"
+        if name == "abba_compare":
+            base, head = self.abba_commits()
+            if head is None:
+                return "worktree HEAD unknown"
+            if head == base:
+                return "no commit since the base commit"
+        if name == "timeline_measure":
+            workspace = Path(self.launcher.workspace)
+            missing = [n for n in (TIMELINE_BASELINE_SOURCE, TIMELINE_BENCH) if not (workspace / n).is_file()]
+            if missing:
+                return f"no {' or '.join(missing)} in the worktree (timeline skill)"
         return None
+
+    def abba_commits(self) -> tuple[str | None, str | None]:
+        """(incumbent, candidate) of an ABBA compare: the episode's base commit and the
+        worktree HEAD. The incumbent is None when no base commit is known yet (the launch
+        then takes the campaign's HEAD)."""
+        state = self.episode_state
+        base = get(state.git, "base_commit") or get(state.active_episode, "base_commit") or get(state.journal, "base_commit")
+        return base, get(state.git, "head")
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         # True: enabled; None: shown dimmed and refused; False: hidden and refused.
@@ -299,8 +315,15 @@ class EpiscopeApp(App):
             self.notify(f"{title}: not now ({why})", severity="warning")
             return
         episode = get(self.episode_state.active_episode, "episode")
+        commits = {}
+        if name == "abba_compare":
+            incumbent, candidate = self.abba_commits()
+            if incumbent is None and self.episode_state.campaign_root:
+                incumbent = campaign_head(self.episode_state.campaign_root)
+            commits = {"incumbent": incumbent, "candidate": candidate}
         try:
-            job = self.launcher.launch(name, episode=episode, kernel=self.selected_kernel(), busy=self.busy_jobs())
+            job = self.launcher.launch(name, episode=episode, kernel=self.selected_kernel(), busy=self.busy_jobs(),
+                                       **commits)
         except ActionRefused as exc:
             self.notify(f"{title}: {exc}", severity="error")
             return
@@ -395,36 +418,9 @@ class EpiscopeApp(App):
             blocked["cancel_job"] = why
         self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, blocked=blocked))
 
-    def _watch_receipts(self, session) -> None:
-        # The state holds receipts without their paths; the events carry them.
-        forward = session.on_event
-
-        def observe(event) -> None:
-            if event.kind == TIMELINE_RECEIPT:
-                self._receipt_paths[event.path] = None
-            elif event.kind == REMOVED and event.data == TIMELINE_RECEIPT:
-                self._receipt_paths.pop(event.path, None)
-            if forward is not None:
-                forward(event)
-
-        session.on_event = observe
-
     def receipts(self) -> list[str]:
         """Paths of the timeline receipts the episode holds now."""
-        if self.replay is not None:
-            seen: dict[str, None] = {}
-            for event in self.replay.events[: self.replay.position]:
-                if event.kind == TIMELINE_RECEIPT:
-                    seen[event.path] = None
-                elif event.kind == REMOVED and event.data == TIMELINE_RECEIPT:
-                    seen.pop(event.path, None)
-            return list(seen)
-        paths = list(self._receipt_paths)
-        for receipt in self.episode_state.timeline_receipts:
-            path = get(receipt, "path")
-            if isinstance(path, str) and path not in paths:
-                paths.append(path)
-        return paths
+        return [receipt.path for receipt in self.episode_state.timeline_receipts if receipt.path]
 
     def action_open_timeline(self) -> None:
         receipts = self.receipts()

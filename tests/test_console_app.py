@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from console.actions import ACTIONS, MAX_JOBS, JobLauncher, sandbox_flags
+from console.actions import ACTIONS, MAX_JOBS, ActionRefused, JobLauncher, sandbox_flags
 from console.app import EpiscopeApp
 from console.episode.session import Session
 from console.formats.job_record import job_record_from_obj, read_job_record
 from console.jobs.local import group_members
 from console.jobs.request import parse_request
 from console_fixture import build_episode
-from spine_helpers import tele, write_lines
+from spine_helpers import git, tele, write_lines
 from textual.widgets import DataTable, Input, Log, Static
 from widgets.abba_stats import AbbaStats
 from widgets.gpu_pane import GpuPane
@@ -174,14 +175,22 @@ async def test_four_job_limit_is_visible_and_enforced(episode, tmp_path):
         assert launcher.launched == []
 
 
+PROFILE_FIXTURES = Path(__file__).parent / "fixtures" / "profiling" / "bank_conflict"
+
+
 def _profiled(state, worktree):
-    profile = {"dir": str(worktree / "profiles" / "episode_1" / "survey"), "level": "survey",
-               "kernel_sha256": "ab" * 32, "bottleneck": "memory", "symptoms": ["memory-bound"],
-               "localize": ["analysis/source_metrics_line_run.txt"],
-               "kernels": [{"name": "gemm_kernel", "duration": 12000, "duration_unit": "ns", "compute_sol_pct": 41.0,
-                            "mem_sol_pct": 88.5, "occupancy_pct": 50.0, "bound": "memory"},
-                           {"name": "reduce_kernel", "duration": 3000, "duration_unit": "ns"}]}
-    return replace(state, profiles=(profile,))
+    """The state with real survey / sol / deep results of one kernel, read by the profiling
+    module from directories inside the worktree."""
+    from console.profiling.result import load_profile_dir
+
+    profiles = []
+    for level in ("deep", "survey", "sol"):
+        target = worktree / "profiles" / "episode_1" / level
+        shutil.copytree(PROFILE_FIXTURES / level, target, dirs_exist_ok=True)
+        result, problems = load_profile_dir(target)
+        assert result is not None and problems == ()
+        profiles.append(result)
+    return replace(state, profiles=tuple(profiles))
 
 
 async def test_deep_profile_targets_the_kernel_selected_in_the_funnel(episode, tmp_path):
@@ -193,35 +202,74 @@ async def test_deep_profile_targets_the_kernel_selected_in_the_funnel(episode, t
         app.set_state(_profiled(state, worktree))
         await pilot.pause(0.3)
         funnel = rows(app, "#funnel-table")
-        assert funnel[0][:2] == ["gemm_kernel", "12.00"] and funnel[1][2] == "N/A"  # unknown stays unknown
+        assert [row[0] for row in funnel] == ["smem_column_read", "cupy_fill", "smem_column_read", "smem_column_read"]
+        assert [row[-1] for row in funnel] == ["survey", "survey", "sol", "deep"]  # the funnel, top down
+        assert funnel[0][1] == "2122.94" and funnel[0][2] == "N/A"  # survey times kernels only: SOL unknown
+        assert funnel[3][2:6] == ["5.0", "99.9", "96.2", "memory"]
         await pilot.press("2", "down")
-        assert app.selected_kernel() == "reduce_kernel"
+        assert app.selected_kernel() == "cupy_fill"
         await pilot.press("d")
         assert launcher.launched and "--kernel-regex" in launcher.launched[0].argv
-        assert launcher.launched[0].argv[launcher.launched[0].argv.index("--kernel-regex") + 1] == "^reduce_kernel$"
+        assert launcher.launched[0].argv[launcher.launched[0].argv.index("--kernel-regex") + 1] == "^cupy_fill$"
         launcher.launched[0].process.wait(30)
+        await pilot.press("down", "down")  # the deep profile explains itself
+        detail = texts(app.query_one("#funnel-detail", Static))
+        assert "deep" in detail and "mio_throttle 208.8" in detail and "bank-conflicts" in detail
+        assert "LOCALIZE analysis/source_metrics_line_run.txt" in detail and "SYMPTOMS memory-bound" in detail
 
 
 def test_every_action_is_a_request_the_sandbox_accepts(tmp_path):
     for action in ACTIONS:
-        flags = sandbox_flags(action.name, episode=3, kernel="gemm_kernel", workspace=str(tmp_path))
+        flags = sandbox_flags(action.name, episode=3, kernel="gemm_kernel", workspace=str(tmp_path),
+                              incumbent="a" * 40, candidate="b" * 40, stamp="20260101T000000Z")
         request, dry = parse_request(flags, environ={})
         assert not dry and request.workspace == str(tmp_path)
         if action.name.startswith("profile_"):
             assert request.kind == "profile" and request.sync[0].startswith("profiles/episode_3/")
         if action.name in ("correctness_run", "benchmark_run"):
             assert request.kind == "run" and "test_kernel.py" in request.argv
+        if action.name == "abba_compare":
+            # tools/abba.py's own command line: both commits, output under the worktree, the evaluator after --
+            assert request.argv[1].endswith("tools/abba.py") and request.sync == ("verification_artifacts",)
+            tail = list(request.argv[2:])
+            assert tail[:6] == ["--incumbent-commit", "a" * 40, "--candidate-commit", "b" * 40,
+                                "--output-dir", "verification_artifacts"]
+            assert tail[6:] == ["--", "python", "test_kernel.py"]
+        if action.name == "timeline_measure":
+            assert request.argv[1].endswith("skills/autonomous-gpu-kernel-timeline/scripts/timeline.py")
+            assert request.argv[2] == "measure" and request.sync == ("timeline",)
+            from console.timeline.tool import build_parser
+
+            measure = build_parser().parse_args(list(request.argv[2:]))  # the timeline tool accepts it
+            assert json.loads(measure.baseline_command) == ["python", "bench.py"]
+            assert measure.baseline_source == "clean_kernel.py" and measure.instrumented_source == "kernel.py"
+            assert measure.output == "timeline/measurement-20260101T000000Z.json"
+    with pytest.raises(ActionRefused):
+        sandbox_flags("abba_compare", workspace=str(tmp_path), incumbent="a" * 40)
     assert "--multi-seed" in sandbox_flags("correctness_run")
     assert "--multi-seed" not in sandbox_flags("benchmark_run")
 
 
 async def test_each_key_launches_its_sandbox_job(episode, tmp_path):
-    _, worktree, state = episode
+    campaign, worktree, state = episode
     out = tmp_path / "out"
     launcher = JobLauncher(worktree, extra_flags=("--dry-run",), log_dir=out)
     app = make_app(_profiled(state, worktree), tmp_path, launcher=launcher)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
+        # Nothing to compare or measure yet: the worktree is at its base commit, with no probe.
+        assert app.why_blocked("abba_compare") == "no commit since the base commit"
+        assert app.why_blocked("timeline_measure") == "no clean_kernel.py or bench.py in the worktree (timeline skill)"
+        base = state.git.base_commit
+        (worktree / "kernel.py").write_text("# candidate\n")
+        git(worktree, "commit", "-q", "-am", "candidate")
+        (worktree / "clean_kernel.py").write_text("# before the probe\n")
+        (worktree / "bench.py").write_text("# prints one sample line\n")
+        state = Session(campaign).scan()
+        app.set_state(_profiled(state, worktree))
+        await pilot.pause(0.3)
+        head = state.git.head
+        assert head != base and app.abba_commits() == (base, head)
         for action in ACTIONS:
             await pilot.press(action.key)
             assert launcher.launched[-1].action == action.name, action.name
@@ -229,7 +277,9 @@ async def test_each_key_launches_its_sandbox_job(episode, tmp_path):
     requests = [json.loads(p.read_text()) for p in sorted(out.iterdir())]
     assert len(requests) == len(ACTIONS)
     kinds = sorted(r["kind"] for r in requests)
-    assert kinds.count("profile") == 4 and kinds.count("run") == 2
+    assert kinds.count("profile") == 4 and kinds.count("run") == 2 and kinds.count("dev") == 2
+    abba = next(r["argv"] for r in requests if any(a.endswith("abba.py") for a in r["argv"]))
+    assert abba[abba.index("--incumbent-commit") + 1] == base and abba[abba.index("--candidate-commit") + 1] == head
 
 
 async def test_command_palette_lists_what_makes_sense_now(episode, tmp_path):

@@ -29,6 +29,7 @@ def test_partial_receipt_keeps_unknowns_none(tmp_path):
     assert r.evidence_class == "diagnostic" and r.trace_integrity == "verified"
     assert r.overhead_percent is None and r.committed_records is None and r.classification_reasons is None
     assert r.to_json()["evidence_class"] == "diagnostic"
+    assert r.path == str(tmp_path / "r.json") and r.to_json()["path"] == r.path
 
 
 def test_measurement_and_summary(tmp_path):

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 TELEMETRY = "telemetry"  # data: formats.telemetry.TelemetryRecord
 EVALUATION = "evaluation"  # data: formats.evaluations.EvaluationRecord
 MEASURE_RUN = "measure_run"  # data: dict, one line of a timeline measure ``.runs.jsonl``
+ABBA_RUN = "abba_run"  # data: formats.abba.AbbaRun, one line of a verification's ``runs.jsonl``
 
 # Document kinds (one event per snapshot of a whole file; data is the parsed document).
 STATE = "state"

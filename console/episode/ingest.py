@@ -54,6 +54,7 @@ LINE_PARSERS = {
     ev.TELEMETRY: ("console.formats.telemetry", "parse_telemetry_line"),  # hot path: _telemetry_events
     ev.EVALUATION: ("console.formats.evaluations", "parse_evaluation_line"),
     ev.MEASURE_RUN: ("console.formats.timeline", "parse_measure_run_line"),
+    ev.ABBA_RUN: ("console.formats.abba", "parse_abba_run_line"),
 }
 GIT_TRIGGERS = frozenset({"kernel.py"})
 # Kinds only the campaign root holds: a worktree is a checkout of the base commit, so its
@@ -92,8 +93,8 @@ def classify(rel: str) -> str | None:
         if _MEMORY_VERSION.match(name):
             return ev.MEMORY_VERSION
         return None
-    if name == "result.json" and len(parts) >= 3 and parts[-3] == ".atrex_long_horizon_verify":
-        return ev.ABBA
+    if len(parts) >= 3 and parts[-3] == ".atrex_long_horizon_verify":
+        return {"result.json": ev.ABBA, "runs.jsonl": ev.ABBA_RUN}.get(name)
     if parts[0] == "profiles" and name in ("gateway_profile.json", "summary.txt"):
         return ev.PROFILE
     if name == "receipt.json":

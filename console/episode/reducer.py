@@ -149,6 +149,7 @@ class Reducer:
         self._telemetry: dict[str, _TelemetryFold] = {}
         self._evaluations: dict[str, list] = {}
         self._measure_runs: dict[str, list] = {}
+        self._abba_runs: dict[str, list] = {}
         self._documents: dict[str, dict[str, object]] = {}  # kind -> path -> parsed value
         self._document_at: dict[str, float | None] = {}
         self._unreadable: dict[tuple[str, int | None], object] = {}
@@ -208,6 +209,8 @@ class Reducer:
             self._evaluations.setdefault(event.path, []).append(event.data)
         elif kind == ev.MEASURE_RUN:
             self._measure_runs.setdefault(event.path, []).append(event.data)
+        elif kind == ev.ABBA_RUN:
+            self._abba_runs.setdefault(event.path, []).append(event.data)
         elif kind == ev.UNREADABLE:
             self._unreadable[(event.path, event.offset)] = event.data
         elif kind == ev.REMOVED:
@@ -247,6 +250,8 @@ class Reducer:
             self._evaluations.pop(path, None)
         elif kind == ev.MEASURE_RUN:
             self._measure_runs.pop(path, None)
+        elif kind == ev.ABBA_RUN:
+            self._abba_runs.pop(path, None)
         else:
             self._documents.get(kind, {}).pop(path, None)
         for key in [k for k in self._unreadable if k[0] == path]:
@@ -343,6 +348,7 @@ class Reducer:
             timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
             timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),
             measure_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._measure_runs.items())}),
+            abba_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._abba_runs.items())}),
             jobs=jobs,
             unreadable=tuple(self._unreadable[k] for k in sorted(self._unreadable, key=lambda k: (k[0], k[1] or -1))),
             last_event_at=self._last_at,

@@ -19,7 +19,7 @@ import os
 import subprocess
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -50,7 +50,9 @@ OBJECT_PARSERS = {
     ev.MEMORY_VERSION: ("console.formats.memory", "parse_memory_version"),
     ev.TELEMETRY_SUMMARY: ("console.formats.telemetry_summary", "parse_telemetry_summary"),
     ev.ABBA: ("console.formats.abba", "parse_verdict"),
+    ev.ABBA_RUN: ("console.formats.abba", "parse_abba_run"),
     ev.JOB: ("console.formats.job_record", "job_record_from_obj"),
+    ev.TIMELINE_RECEIPT: ("console.formats.timeline", "receipt_from_obj"),
 }
 
 
@@ -124,7 +126,7 @@ class Recorder:
             self._fd = None
 
 
-def _rebuild(kind: str, data):
+def _rebuild(kind: str, data, path: str):
     if kind == ev.UNREADABLE and isinstance(data, dict):
         return Unreadable(str(data.get("path")), data.get("offset"), str(data.get("error")))
     if kind == ev.GIT and isinstance(data, dict):
@@ -139,9 +141,13 @@ def _rebuild(kind: str, data):
     spec = OBJECT_PARSERS.get(kind)
     if spec is not None:
         try:
-            return getattr(importlib.import_module(spec[0]), spec[1])(data)
+            value = getattr(importlib.import_module(spec[0]), spec[1])(data)
         except Exception:  # an old recording of a reader that changed: keep the raw fields
             pass
+        else:
+            # A receipt names its files relative to itself; the reader took its path from
+            # the file, a recording keeps it as the event's path.
+            return replace(value, path=path) if kind == ev.TIMELINE_RECEIPT else value
     return Record(data) if isinstance(data, dict) else data
 
 
@@ -182,7 +188,7 @@ def load_recording(path: str | os.PathLike) -> tuple[RecordingHeader, list[Event
             continue
         at = obj.get("at")
         events.append(Event(obj["kind"], str(obj.get("path")), obj.get("offset"),
-                            float(at) if isinstance(at, (int, float)) else None, _rebuild(obj["kind"], obj.get("data"))))
+                            float(at) if isinstance(at, (int, float)) else None, _rebuild(obj["kind"], obj.get("data"), str(obj.get("path")))))
     if header is None:
         raise RecordingError(f"{path}: empty recording")
     return header, events, problems

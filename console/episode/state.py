@@ -112,6 +112,7 @@ class EpisodeState:
     incumbent_curve: tuple = ()  # (version, latency_us_geomean or performance_score)
     profiles: tuple = ()  # console.profiling results, one per profile directory
     abba: tuple = ()  # formats.abba verdicts
+    abba_runs: Mapping[str, Sequence] = field(default_factory=lambda: EMPTY)  # runs.jsonl path -> AbbaRun as they complete
     timeline_receipts: tuple = ()
     timeline_measurements: tuple = ()  # measurements (and live .runs.jsonl samples)
     measure_runs: Mapping[str, Sequence] = field(default_factory=lambda: EMPTY)  # .runs.jsonl path -> run dicts as they arrive

@@ -145,6 +145,11 @@ def parse_abba_run(obj: Any, where: str | None = None) -> AbbaRun:
     )
 
 
+def parse_abba_run_line(line: str | bytes) -> AbbaRun:
+    """One line of ``runs.jsonl`` (a run record, appended as each run completes)."""
+    return parse_abba_run(loads_lenient(line))
+
+
 def parse_abba_batch(obj: Any) -> AbbaRunBatch:
     """A run payload; a single run record (``{revision, repeat, ...}``) is read as a batch
     of one, so either shape of ``result-NNNN.json`` can be shown."""

@@ -7,7 +7,7 @@ object is kept as ``raw``. A document whose ``schema`` names another artifact is
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .jsonio import JSONDecodeError, loads, read_json_document
@@ -64,6 +64,9 @@ class TimelineReceipt:
     measurement: str | None
     instrumented_source_sha256: str | None
     raw: dict
+    # Where the receipt was read from: its raw buffer, manifest and trace are named relative
+    # to it. None for a receipt parsed from an object alone.
+    path: str | None = None
 
     def to_json(self) -> dict:
         out = {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
@@ -225,7 +228,7 @@ def parse_measure_run_line(line: bytes | str) -> MeasureRun:
 
 
 def read_timeline_receipt(path: str | os.PathLike) -> ReadResult[TimelineReceipt]:
-    return read_json_document(path, receipt_from_obj)
+    return read_json_document(path, lambda obj: replace(receipt_from_obj(obj), path=str(path)))
 
 
 def read_timeline_summary(path: str | os.PathLike) -> ReadResult[TimelineSummary]:

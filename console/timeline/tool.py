@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload-identity")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     p.add_argument("--output", required=True)
+    p = sub.add_parser("capture-iket", help="run a command under run-iket profile --keep --postprocess all")
+    p.add_argument("--output-dir", required=True, help="a fresh attempt-NNN directory is made inside")
+    p.add_argument("--run-iket", help="profiler executable (default: run-iket on PATH)")
+    p.add_argument("--profile-arg", action="append", default=[], help="extra run-iket profile flag (repeatable)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole profile")
+    p.add_argument("workload", nargs=argparse.REMAINDER, help="-- command ...")
     return parser
 
 
@@ -160,10 +166,26 @@ def run_measure(args) -> int:
     return EXIT_OK if artifact["verdict"] == "within_target" else EXIT_FAILURE
 
 
+def run_capture_iket(args) -> int:
+    from .iket_capture import IketCaptureError, capture
+
+    command = args.workload[1:] if args.workload[:1] == ["--"] else args.workload
+    try:
+        attempt, record, problems = capture(command, args.output_dir, run_iket=args.run_iket,
+                                            extra_profile_args=tuple(args.profile_arg), timeout=args.timeout)
+    except (IketCaptureError, OSError) as exc:
+        return _reject(str(exc))
+    print(json.dumps({"run_dir": str(attempt), "exit_code": record["exit_code"], "accepted": record["accepted"],
+                      "trace_json": [o["path"] for o in record["outputs"].get("trace_json", [])],
+                      "pftrace": [o["path"] for o in record["outputs"].get("pftrace", [])]}, sort_keys=True))
+    return _reject(problems) if problems else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"capture": run_capture, "decode": run_capture, "export": run_export,
-                "validate": run_validate, "measure": run_measure}
+                "validate": run_validate, "measure": run_measure,
+                "capture-iket": run_capture_iket}
     try:
         return handlers[args.verb](args)
     except KeyboardInterrupt:

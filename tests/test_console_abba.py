@@ -1,0 +1,112 @@
+"""The ABBA pane follows a real tools/abba.py run: samples of each side as runs.jsonl grows,
+medians, the ratio with its interval, then the verdict when result.json lands."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.app import EpiscopeApp
+from console.episode import events as ev
+from console.episode.ingest import classify
+from console.episode.session import Session
+from console_fixture import build_episode
+from spine_helpers import git
+from textual.widgets import Static
+from widgets.abba_stats import AbbaStats, ratio_interval
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.anyio
+
+# An evaluator that runs only when the test opens its gate, so each run lands on its own.
+EVALUATOR = '''
+import json, os, pathlib, time
+gates = pathlib.Path(os.environ["ABBA_GATES"])
+n = len(list(gates.glob("ran-*")))
+while not (gates / f"go-{n}").exists():
+    time.sleep(0.02)
+(gates / f"ran-{n}").touch()
+latency = (90.0 if "fast" in pathlib.Path("kernel.py").read_text() else 100.0) + n * 0.5
+print("[test_kernel] RESULT_JSON=" + json.dumps({"all_pass": True, "failures": [], "latency_us_geomean": latency}))
+'''
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def test_verification_files_are_classified():
+    verify = "verification_artifacts/.atrex_long_horizon_verify/0f0f"
+    assert classify(f"{verify}/runs.jsonl") == ev.ABBA_RUN
+    assert classify(f"{verify}/result.json") == ev.ABBA
+    assert classify(f"{verify}/request-0001.json") is None
+    assert classify("elsewhere/runs.jsonl") is None
+
+
+def test_ratio_interval_is_hodges_lehmann_on_log_latency():
+    inc, cand = [100.0, 101.0, 99.0, 100.5, 100.2, 99.8], [90.0, 91.0, 89.5, 90.4, 90.1, 90.8]
+    ratio, low, high, coverage = ratio_interval(inc, cand)
+    assert ratio == pytest.approx(90.25 / 100.1)
+    assert coverage == pytest.approx(0.95, abs=0.02) and low < ratio < high < 1.0
+    # Two runs a side (one ABBA schedule): only the widest interval, with its real coverage.
+    ratio, low, high, coverage = ratio_interval([100.0, 101.5], [90.5, 91.0])
+    assert (low, high) == (pytest.approx(90.5 / 101.5), pytest.approx(91.0 / 100.0))
+    assert coverage == pytest.approx(1 - 2 / math.comb(4, 2))
+    assert ratio_interval([100.0], [90.0])[1:] == (None, None, None)
+    assert ratio_interval([], [90.0]) == (None, None, None, None)
+
+
+async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
+    campaign, worktree = build_episode(tmp_path / "ws")
+    (worktree / "test_kernel.py").write_text(EVALUATOR)
+    git(worktree, "add", "test_kernel.py")
+    git(worktree, "commit", "-q", "-m", "evaluator")
+    incumbent = git(worktree, "rev-parse", "HEAD").strip()
+    (worktree / "kernel.py").write_text("# fast\n")
+    git(worktree, "commit", "-q", "-am", "candidate")
+    candidate = git(worktree, "rev-parse", "HEAD").strip()
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    app = EpiscopeApp(session=Session(campaign), sample_gpu=False)
+    async with app.run_test(size=(150, 46)) as pilot:
+        pane = app.query_one(AbbaStats)
+
+        async def shown(*needles: str) -> str:
+            for _ in range(150):
+                text = "\n".join(s.text for s in pane.query_one("#abba-body", Static).render_lines(
+                    pane.query_one("#abba-body", Static).size.region))
+                if all(n in text for n in needles):
+                    return text
+                await pilot.pause(0.1)
+            raise AssertionError(f"{needles} never shown; pane says:\n{text}")
+
+        await shown("ABBA verification 0f0f")  # the finished one the episode already holds
+        abba = subprocess.Popen(
+            [sys.executable, str(ROOT / "tools" / "abba.py"), "--incumbent-commit", incumbent,
+             "--candidate-commit", candidate, "--output-dir", "verification_artifacts", "--",
+             sys.executable, "test_kernel.py"],
+            cwd=worktree, env={"ABBA_GATES": str(gates), "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            (gates / "go-0").touch()
+            text = await shown("1 run(s)", "incumbent  n=1 med 100.000", "waiting for result.json")
+            assert "candidate  n=0 med N/A" in text and "0f0f" not in text  # the new verification took over
+            (gates / "go-1").touch()
+            text = await shown("2 run(s)", "candidate  n=1 med 90.500")
+            assert "cand/inc 0.9050" in text
+            (gates / "go-2").touch()
+            (gates / "go-3").touch()
+            text = await shown("4 run(s)", "verdict PASS")
+            assert "incumbent  n=2 med 100.750" in text and "candidate  n=2 med 90.750" in text
+            assert "cand/inc 0.9007 [0.8916, 0.9100] 67%" in text  # two a side: the widest interval
+            assert "improvement +9.93% (geomeans)" in text
+            assert abba.wait(30) == 0 and "__ATREX_LONG_HORIZON_ABBA_RESULT__=" in abba.stdout.read()
+        finally:
+            if abba.poll() is None:
+                abba.kill()
+                abba.wait()
