@@ -55,8 +55,8 @@ ACTIONS: tuple[OperatorAction, ...] = (
     OperatorAction("correctness_run", "c", "Correctness run", "test_kernel.py --multi-seed 3", "correct"),
     OperatorAction("benchmark_run", "b", "Benchmark run", "test_kernel.py latency per shape", "bench"),
     OperatorAction("timeline_measure", "m", "Timeline measure",
-                   "clean_kernel.py vs instrumented kernel.py overhead (bench.py, ABBA/BAAB blocks)", "measure"),
-    OperatorAction("abba_compare", "a", "ABBA compare", "base commit vs worktree HEAD, I C C I in one GPU allocation", "ABBA"),
+                   "probe overhead: clean_kernel.py vs kernel.py via bench.py", "measure"),
+    OperatorAction("abba_compare", "a", "ABBA compare", "base commit vs worktree HEAD, I C C I on one GPU", "ABBA"),
 )
 ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
 

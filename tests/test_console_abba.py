@@ -85,7 +85,7 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
                 await pilot.pause(0.1)
             raise AssertionError(f"{needles} never shown; pane says:\n{text}")
 
-        await shown("ABBA verification 0f0f")  # the finished one the episode already holds
+        await shown("ABBA 0f0f")  # the finished one the episode already holds
         abba = subprocess.Popen(
             [sys.executable, str(ROOT / "tools" / "abba.py"), "--incumbent-commit", incumbent,
              "--candidate-commit", candidate, "--output-dir", "verification_artifacts", "--",
@@ -94,17 +94,18 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             (gates / "go-0").touch()
-            text = await shown("1 run(s)", "incumbent  n=1 med 100.000", "waiting for result.json")
-            assert "candidate  n=0 med N/A" in text and "0f0f" not in text  # the new verification took over
+            text = await shown("1 run(s)", "incumbent n=1 med 100.000 µs", "waiting for result.json")
+            assert "candidate n=0 med N/A" in text and "0f0f" not in text  # the new verification took over
             (gates / "go-1").touch()
-            text = await shown("2 run(s)", "candidate  n=1 med 90.500")
+            text = await shown("2 run(s)", "candidate n=1 med 90.500")
             assert "cand/inc 0.9050" in text
             (gates / "go-2").touch()
             (gates / "go-3").touch()
-            text = await shown("4 run(s)", "verdict PASS")
-            assert "incumbent  n=2 med 100.750" in text and "candidate  n=2 med 90.750" in text
-            assert "cand/inc 0.9007 [0.8916, 0.9100] 67%" in text  # two a side: the widest interval
-            assert "improvement +9.93% (geomeans)" in text
+            text = await shown("4 run(s)", "PASS")
+            assert "incumbent n=2 med 100.750" in text and "candidate n=2 med 90.750" in text
+            assert "   100 101.5 " in text and "   90.5 91 " in text  # the samples, in arrival order
+            assert "cand/inc 0.9007" in text and "[0.8916, 0.9100] 67% HL" in text  # two a side: widest interval
+            assert "improvement +9.92%  PASS" in text
             assert abba.wait(30) == 0 and "__ATREX_LONG_HORIZON_ABBA_RESULT__=" in abba.stdout.read()
         finally:
             if abba.poll() is None:

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Input, Log, Static
 from widgets.abba_stats import AbbaStats
 from widgets.gpu_pane import GpuPane
 from widgets.header import EpisodeHeader
+from widgets.key_bar import KeyBar
 from widgets.phase_timeline import PhaseTimeline
 
 SIZE = (150, 46)
@@ -77,7 +78,7 @@ async def test_every_pane_shows_the_episode(episode, tmp_path):
         log = app.query_one(Log)
         assert any("warmup=3" in line for line in log.lines)
         abba = texts(app.query_one(AbbaStats).query_one("#abba-body", Static))
-        assert "PASS" in abba and "n=2" in abba and "+9.95%" in abba
+        assert "PASS" in abba and "n=2" in abba and "+9.95%" in abba and "[0.8911, 0.9100] 67% HL" in abba
         unreadable = rows(app, "#unreadable-table")
         assert any(r[0].endswith("telemetry.jsonl") and r[1].isdigit() for r in unreadable)
         alerts = rows(app, "#alerts-table")
@@ -159,6 +160,25 @@ async def test_readonly_dims_and_refuses_every_action(episode, tmp_path):
         assert launcher.launched == []
         assert app.check_action("cancel_job", ()) is None
         assert not any(title.startswith(("Benchmark", "Profile", "Cancel")) for title, _, _ in app.palette_commands())
+        bar = app.query_one(KeyBar)
+        enabled = {description: on for _, _, description, on in bar.shown}
+        assert not any(enabled[action.label] for action in ACTIONS) and enabled["help"] and enabled["quit"]
+
+
+async def test_key_bar_stays_put_on_focus_changes_and_answers_clicks(episode, tmp_path):
+    _, worktree, state = episode
+    app = make_app(state, tmp_path, launcher=JobLauncher(worktree))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        bar = app.query_one(KeyBar)
+        shown = bar.shown
+        await pilot.press("6", "7", "tab", "1")
+        await pilot.pause()
+        assert bar.shown is shown  # nothing the bar shows depends on which pane has focus
+        start = next(start for start, _, entry in bar._spans if entry[2] == "help")
+        await pilot.click(KeyBar, offset=(start + 1, 0))
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
 
 
 async def test_four_job_limit_is_visible_and_enforced(episode, tmp_path):

@@ -107,6 +107,9 @@ def test_recording_round_trip_replays_what_was_watched(tmp_path, monkeypatch):
     assert [v.version for v in again.versions] == [v.version for v in live.versions]
     assert len(again.unreadable) == len(live.unreadable)
     assert [a.code for a in again.alerts] == [a.code for a in live.alerts]
+    # A recorded receipt still knows where it lives (its capture files are named relative to it).
+    assert [r.path for r in again.timeline_receipts] == [r.path for r in live.timeline_receipts]
+    assert live.timeline_receipts[0].path == str(worktree / "timeline" / "capture-1" / "receipt.json")
     # A torn last line (the console died mid-write) is reported, the rest is kept.
     with open(path, "ab") as fh:
         fh.write(b'{"kind": "telemetry", "da\n')

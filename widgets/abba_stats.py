@@ -69,15 +69,21 @@ def verdict_dir(verdict) -> str | None:
 
 
 def _samples(values: list[float], limit: int = 8) -> str:
-    shown = " ".join(f"{v:.3g}" for v in values[-limit:])
+    shown = " ".join(f"{v:.4g}" for v in values[-limit:])
     return ("… " if len(values) > limit else "") + shown if values else NA
+
+
+def _side(text: Text, side: str, values: list[float], spec: str, unit: str) -> None:
+    text.append(f" {side} n={len(values)} med {fmt(median(values) if values else None, spec)} {unit}\n")
+    text.append(f"   {_samples(values)}\n", style="dim")
 
 
 def _interval(text: Text, low: float | None, high: float | None, coverage: float | None, scale) -> None:
     if low is None:
-        text.append("  (interval: too few samples)\n", style="dim")
+        text.append("   interval: too few samples\n", style="dim")
         return
-    text.append(f" [{scale(low)}, {scale(high)}] {coverage * 100:.0f}%", style="" if coverage >= CONFIDENCE - 1e-9 else "yellow")
+    text.append(f"   [{scale(low)}, {scale(high)}] {coverage * 100:.0f}%",
+                style="" if coverage >= CONFIDENCE - 1e-9 else "yellow")
     text.append(" HL\n", style="dim")
 
 
@@ -88,6 +94,10 @@ class AbbaStats(Pane, can_focus=True):
         super().__init__(number=number, id=id)
         self._counts: dict[str, int] = {}  # verification dir -> runs seen (+1 once its verdict is in)
         self.shown_dir: str | None = None
+
+    DEFAULT_CSS = """
+    AbbaStats #abba-body { text-wrap: nowrap; text-overflow: ellipsis; }
+    """
 
     def compose(self):
         yield Static(id="abba-body")
@@ -122,7 +132,7 @@ class AbbaStats(Pane, can_focus=True):
         for path, runs in list(state.measure_runs.items())[-1:]:
             self._measure(text, path, list(runs))
         if not text:
-            text.append("no ABBA verification or timeline measure yet (a compare, m measure)", style="dim")
+            text.append("no ABBA verification or timeline\nmeasure yet (keys a, m)", style="dim")
         return text
 
     def _verification(self, text: Text, state: EpisodeState, directory: str) -> None:
@@ -131,22 +141,20 @@ class AbbaStats(Pane, can_focus=True):
         if runs is None:
             runs = verdict.runs if verdict is not None and verdict.runs is not None else ()
         sides, invalid = abba_sides(runs)
-        text.append(f"ABBA verification {os.path.basename(directory)[:12]}", style="bold")
+        text.append(f"ABBA {os.path.basename(directory)[:12]}", style="bold")
         text.append(f"  {len(runs)} run(s)\n", style="dim")
         for side in REVISIONS:
-            values = sides[side]
-            text.append(f" {side:<10} n={len(values)} med {fmt(median(values) if values else None, '.3f')} µs  ")
-            text.append(_samples(values) + "\n", style="dim")
+            _side(text, side, sides[side], ".3f", "µs")
         ratio, low, high, coverage = ratio_interval(sides["incumbent"], sides["candidate"])
-        text.append(f" cand/inc {fmt(ratio, '.4f')}")
+        text.append(f" cand/inc {fmt(ratio, '.4f')}\n")
         _interval(text, low, high, coverage, lambda r: f"{r:.4f}")
         if invalid:
-            text.append(f" {invalid} run(s) do not count (exit code, correctness or latency)\n", style="yellow")
+            text.append(f" {invalid} run(s) invalid (exit, correctness)\n", style="yellow")
         if verdict is None:
             text.append(" verdict: waiting for result.json\n", style="dim")
             return
         style = {"PASS": "bold green", "FAIL": "bold red", "ERROR": "bold magenta"}.get(verdict.gate, "bold")
-        text.append(f" improvement {fmt(verdict.improvement_pct, '+.2f', '%')} (geomeans)  verdict ")
+        text.append(f" improvement {fmt(verdict.improvement_pct, '+.2f', '%')}  ")
         text.append(verdict.gate, style=style)
         if verdict.error:
             text.append(f"\n {verdict.error}", style="red")
@@ -161,18 +169,16 @@ class AbbaStats(Pane, can_focus=True):
                 sides.setdefault(get(run, "variant") or "?", []).append(latency)
             elif number(get(run, "overhead_percent")) is not None or get(run, "verdict"):
                 reported = run
-        text.append(f"timeline measure  {path.rsplit('/', 1)[-1]}\n", style="bold")
+        text.append(f"measure {path.rsplit('/', 1)[-1]}\n", style="bold")
         for side in ("baseline", "instrumented"):
-            values = sides.get(side, [])
-            text.append(f" {side:<12} n={len(values)} med {fmt(median(values) if values else None, '.4f')} ms  ")
-            text.append(_samples(values) + "\n", style="dim")
+            _side(text, side, sides.get(side, []), ".4f", "ms")
         ratio, low, high, coverage = ratio_interval(sides.get("baseline", []), sides.get("instrumented", []))
-        text.append(f" overhead {fmt(None if ratio is None else (ratio - 1) * 100, '+.2f', '%')}")
+        text.append(f" overhead {fmt(None if ratio is None else (ratio - 1) * 100, '+.2f', '%')}\n")
         _interval(text, low, high, coverage, lambda r: f"{(r - 1) * 100:+.2f}%")
         if reported is not None:
             low_r, high_r = number(get(reported, "interval_low_percent")), number(get(reported, "interval_high_percent"))
             interval = f" [{low_r:+.2f}%, {high_r:+.2f}%]" if low_r is not None and high_r is not None else ""
-            text.append(f" measure: {fmt(number(get(reported, 'overhead_percent')), '+.2f', '%')}{interval}  verdict ")
+            text.append(f" tool: {fmt(number(get(reported, 'overhead_percent')), '+.2f', '%')}{interval} ")
             text.append(get(reported, "verdict") or NA, style="bold")
             text.append("\n")
 

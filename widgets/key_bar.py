@@ -45,7 +45,8 @@ class KeyBar(Widget):
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
-        self._bindings_changed(self.screen)
+        # Bindings ask the app what can run, which reads other widgets: wait until all are mounted.
+        self.call_after_refresh(self._bindings_changed, self.screen)
 
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
@@ -80,17 +81,35 @@ class KeyBar(Widget):
     def render(self) -> Text:
         key_style = self.get_component_rich_style("key-bar--key")
         description_style = self.get_component_rich_style("key-bar--description")
+        width = self.size.width
+        shown = list(self.shown)
+        # The palette key stays at the right edge; the other keys give way when space runs out.
+        palette = shown.pop() if shown and shown[-1][0] == self.app.COMMAND_PALETTE_BINDING else None
+        room = width - (self._cell_width(palette) if palette else 0)
         text = Text(no_wrap=True, overflow="crop", end="")
         self._spans = []
-        for entry in self.shown:
-            _, display, description, enabled = entry
-            start = len(text)
-            text.append(f" {display} ", style=key_style)
-            text.append(f"{description} ", style=description_style)
-            if not enabled:
-                text.stylize("dim", start)
-            self._spans.append((start, len(text), entry))
+        for entry in shown:
+            if len(text) + self._cell_width(entry) > room:
+                text.append("…", style=description_style)
+                break
+            self._append(text, entry, key_style, description_style)
+        if palette is not None:
+            text.append(" " * max(0, room - len(text)))
+            self._append(text, palette, key_style, description_style)
         return text
+
+    @staticmethod
+    def _cell_width(entry: Shown) -> int:
+        return len(entry[1]) + len(entry[2]) + 3
+
+    def _append(self, text: Text, entry: Shown, key_style, description_style) -> None:
+        _, display, description, enabled = entry
+        start = len(text)
+        text.append(f" {display} ", style=key_style)
+        text.append(f"{description} ", style=description_style)
+        if not enabled:
+            text.stylize("dim", start)
+        self._spans.append((start, len(text), entry))
 
     def on_click(self, event: events.Click) -> None:
         for start, end, (key, _, _, enabled) in self._spans:

@@ -101,7 +101,6 @@ def capture(command: list[str], output_dir: str | os.PathLike, *, run_iket: str 
         "command": list(command),
         "profiler_argv": argv,
         "profiler": {"path": str(profiler), "sha256": sha256_file(profiler)},
-        "cwd": os.getcwd(),
         "exit_code": exit_code,
         "timed_out": timed_out,
         "started_unix_s": round(started, 3),

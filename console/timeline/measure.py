@@ -100,7 +100,8 @@ def run_once(config: MeasureConfig, variant: str) -> tuple[dict, float]:
         proc.communicate()
         raise
     if proc.returncode != 0:
-        tail = " ".join((err or "").split())[-200:]
+        # profilers such as run-iket report on stdout; fall back to it when stderr is empty
+        tail = " ".join((err or out or "").split())[-200:]
         raise MeasureError(f"{variant} run exited {proc.returncode}: {tail}")
     return parse_sample(out), time.monotonic() - start
 

@@ -142,7 +142,7 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
                   binary: str | None, workload_identity: str, correctness: str = "unknown",
                   correctness_evidence: str | None = None, measurement: str | None = None,
                   stage: str = "exploration", low_overhead_target: float = 10.0, output_dir: str,
-                  intervals: tuple[str, ...] = ()) -> dict:
+                  intervals: tuple[str, ...] = (), backend: str = "cuda", source: dict | None = None) -> dict:
     """The `capture` verb: decode, write trace + summary, then the receipt (last, atomically)."""
     if stage not in ("exploration", "final"):
         raise ReceiptError([f"stage must be exploration or final, got {stage!r}"])
@@ -172,7 +172,9 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
     binary_sha = sha256_file(binary) if binary else None
     evidence_class, reasons = classify(stage, record, kernel_sha, binary_sha, measurement_obj, clean_sha,
                                        low_overhead_target, correctness, workload_identity)
-    receipt: dict = {"schema": RECEIPT_SCHEMA, "backend": "cuda", "stage": stage}
+    receipt: dict = {"schema": RECEIPT_SCHEMA, "backend": backend, "stage": stage}
+    if source is not None:  # where a normalized raw buffer came from (export-iket)
+        receipt["source"] = source
     paths = {"clean_source": clean_source, "instrumented_source": instrumented_source, "binary": binary,
              "raw": raw, "manifest": manifest, "event_dictionary": dictionary, "trace": str(trace_path),
              "summary": str(summary_path), "measurement": measurement}
@@ -223,6 +225,10 @@ def validate_receipt(receipt_path: str) -> list[str]:
         if sha256_file(path) != receipt.get(f"{name}_sha256"):
             reasons.append(f"{name} sha256 mismatch: {rel}")
         files[name] = path
+    if receipt.get("backend") == "iket":
+        from .iket import validate_source
+
+        reasons.extend(validate_source(receipt, base, files))
     needed = ("raw", "manifest", "event_dictionary", "trace", "summary")
     if all(n in files for n in needed):
         try:

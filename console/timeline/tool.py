@@ -1,4 +1,5 @@
-"""``timeline`` command line: capture (alias decode), export, validate, measure.
+"""``timeline`` command line: capture (alias decode), export, validate, measure, and the IKeT
+route for CuTe DSL kernels: capture-iket, export-iket, profile-iket.
 
 Exit codes: 0 success; 1 the measurement ran but the overhead verdict is not within target
 (measure only); 2 rejected or unusable input, with one ``timeline: <reasons>`` line on
@@ -48,6 +49,32 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--interval", action="append", default=[], metavar="'START -> END'",
                        help="named interval recomputed from canonical events (repeatable)")
         p.add_argument("--output-dir", required=True)
+    for verb in ("export-iket", "profile-iket"):
+        helps = {"export-iket": "normalize one capture-iket run into the canonical trace, summary and receipt",
+                 "profile-iket": "capture-iket then export-iket in one go"}
+        p = sub.add_parser(verb, help=helps[verb])
+        if verb == "export-iket":
+            p.add_argument("--run-dir", required=True, help="an attempt directory written by capture-iket")
+        else:
+            p.add_argument("--capture-dir", required=True, help="capture-iket --output-dir")
+            p.add_argument("--run-iket", help="profiler executable (default: run-iket on PATH)")
+            p.add_argument("--profile-arg", action="append", default=[])
+            p.add_argument("--timeout", type=float, default=600.0)
+        p.add_argument("--kernel-regex", required=True, help="full match on the launch's kernel name")
+        p.add_argument("--launch", type=int, help="ordinal among the matching launches (needed when several)")
+        p.add_argument("--dictionary", required=True)
+        p.add_argument("--clean-source", required=True)
+        p.add_argument("--instrumented-source", required=True)
+        p.add_argument("--workload-identity", required=True)
+        p.add_argument("--correctness", choices=("passed", "failed", "unknown"), default="unknown")
+        p.add_argument("--correctness-evidence")
+        p.add_argument("--measurement")
+        p.add_argument("--stage", choices=("exploration", "final"), default="exploration")
+        p.add_argument("--low-overhead-target", type=float, default=10.0)
+        p.add_argument("--interval", action="append", default=[], metavar="'START -> END'")
+        p.add_argument("--output-dir", required=True)
+        if verb == "profile-iket":
+            p.add_argument("workload", nargs=argparse.REMAINDER, help="-- command ...")
     p = sub.add_parser("export", help="write Chrome JSON and Perfetto protobuf traces")
     p.add_argument("--receipt", help="take raw/manifest/dictionary from this receipt")
     p.add_argument("--raw")
@@ -181,11 +208,58 @@ def run_capture_iket(args) -> int:
     return _reject(problems) if problems else EXIT_OK
 
 
+def _export_iket(args, run_dir: str) -> int:
+    from .decode import CaptureRejected
+    from .iket import IketExportError, export_iket
+    from .manifest import SpecError
+    from .receipt import ReceiptError
+
+    try:
+        receipt = export_iket(
+            run_dir=run_dir, kernel_regex=args.kernel_regex, dictionary=args.dictionary, launch=args.launch,
+            output_dir=args.output_dir, clean_source=args.clean_source, instrumented_source=args.instrumented_source,
+            workload_identity=args.workload_identity, correctness=args.correctness,
+            correctness_evidence=args.correctness_evidence, measurement=args.measurement, stage=args.stage,
+            low_overhead_target=args.low_overhead_target, intervals=tuple(args.interval))
+    except IketExportError as exc:
+        return _reject(exc.problems)
+    except CaptureRejected as exc:
+        return _reject(exc.problems)
+    except (SpecError, ReceiptError) as exc:
+        return _reject(str(exc))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return _reject(f"{type(exc).__name__}: {exc}")
+    print(json.dumps({"receipt": str(Path(args.output_dir) / "receipt.json"), "run_dir": run_dir,
+                      "kernel_name": receipt["source"]["kernel_name"],
+                      "evidence_class": receipt["evidence_class"],
+                      "classification_reasons": receipt["classification_reasons"]}, sort_keys=True))
+    return EXIT_OK
+
+
+def run_export_iket(args) -> int:
+    return _export_iket(args, args.run_dir)
+
+
+def run_profile_iket(args) -> int:
+    from .iket_capture import IketCaptureError, capture
+
+    command = args.workload[1:] if args.workload[:1] == ["--"] else args.workload
+    try:
+        attempt, _, problems = capture(command, args.capture_dir, run_iket=args.run_iket,
+                                       extra_profile_args=tuple(args.profile_arg), timeout=args.timeout)
+    except (IketCaptureError, OSError) as exc:
+        return _reject(str(exc))
+    if problems:
+        return _reject(problems)
+    return _export_iket(args, str(attempt))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"capture": run_capture, "decode": run_capture, "export": run_export,
                 "validate": run_validate, "measure": run_measure,
-                "capture-iket": run_capture_iket}
+                "capture-iket": run_capture_iket, "export-iket": run_export_iket,
+                "profile-iket": run_profile_iket}
     try:
         return handlers[args.verb](args)
     except KeyboardInterrupt:

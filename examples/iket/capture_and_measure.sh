@@ -19,23 +19,24 @@ echo "capture-iket exit $?"
 cat "$out/capture.stdout" "$out/capture.stderr"
 attempt=$(ls -d "$work"/capture/attempt-* | head -1)
 
-$tool export-iket --run-dir "$attempt" --kernel-regex '.*add_kernel.*' \
-  --dictionary examples/iket/elementwise_add.events.json --clean-source "$example" \
-  --instrumented-source "$example" --workload-identity "elementwise_add:fp32:32x1024:block256" \
-  --correctness passed --output-dir "$work/export" >"$out/export.stdout" 2>"$out/export.stderr"
-echo "export-iket exit $?"
-cat "$out/export.stdout" "$out/export.stderr"
-
-# Overhead: plain run (IKeT ops stripped at JIT time) vs the profiled run, reusing the
-# capture's tracker pass so each instrumented process runs the workload once.
+# Overhead: plain run (IKeT ops stripped at JIT time) vs the whole run-iket profile
+# (tracker pass + profiled pass; only the profiled pass prints its sample).
 measure_dir=$(mktemp -d)
 timeout 200 $tool measure \
   --baseline-command "[\"python3\", \"$example\"]" \
-  --instrumented-command "[\"run-iket\", \"--output-dir\", \"$measure_dir/profile\", \"--clobber\", \"profile\", \"--use-tracker-dir\", \"$attempt/iket_output/tracker\", \"--postprocess\", \"none\", \"--\", \"python3\", \"$example\"]" \
-  --baseline-source "$example" --instrumented-source "$example" --timeout 60 \
+  --instrumented-command "[\"run-iket\", \"--output-dir\", \"$measure_dir/profile\", \"--clobber\", \"profile\", \"--postprocess\", \"none\", \"--\", \"python3\", \"$example\"]" \
+  --baseline-source "$example" --instrumented-source "$example" --timeout 90 \
   --output "$work/measurement.json" >"$out/measure.stdout" 2>"$out/measure.stderr"
 echo "measure exit $?"
 cat "$out/measure.stdout" "$out/measure.stderr"
+
+$tool export-iket --run-dir "$attempt" --kernel-regex '.*add_kernel.*' \
+  --dictionary examples/iket/elementwise_add.events.json --clean-source "$example" \
+  --instrumented-source "$example" --workload-identity "elementwise_add:fp32:32x1024:block256" \
+  --correctness passed --measurement "$work/measurement.json" \
+  --interval "load -> store" --output-dir "$work/export" >"$out/export.stdout" 2>"$out/export.stderr"
+echo "export-iket exit $?"
+cat "$out/export.stdout" "$out/export.stderr"
 
 find "$work" -type f -printf '%s %p\n' | sort -n | tail -40
 tar czf "$out/iket.tgz" -C "$work" .

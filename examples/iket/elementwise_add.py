@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -89,7 +90,10 @@ def main() -> int:
         "iterations": iterations,
         "cutlass_dsl": getattr(cutlass, "__version__", None),
     }
-    print("__ATREX_TIMELINE_SAMPLE__=" + json.dumps(sample, sort_keys=True), flush=True)
+    # run-iket runs the workload twice (a tracker pass, then the profiled pass); only the
+    # profiled pass reports, so a process under run-iket prints exactly one sample.
+    if Path(os.environ.get("IKET_INJECTION_CONFIG", "")).parent.name != "tracker":
+        print("__ATREX_TIMELINE_SAMPLE__=" + json.dumps(sample, sort_keys=True), flush=True)
     return 0 if correct else 1
 
 

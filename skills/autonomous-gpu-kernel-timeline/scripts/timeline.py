@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Thin entry point: `timeline.py capture|decode|export|validate|measure ...` (see SKILL.md)."""
+"""Thin entry point: `timeline.py capture|decode|export|validate|measure|capture-iket|export-iket|profile-iket ...`
+(see SKILL.md)."""
 
 import sys
 from pathlib import Path
