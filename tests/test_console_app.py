@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import replace
@@ -175,7 +174,7 @@ async def test_key_bar_stays_put_on_focus_changes_and_answers_clicks(episode, tm
         await pilot.press("6", "7", "tab", "1")
         await pilot.pause()
         assert bar.shown is shown  # nothing the bar shows depends on which pane has focus
-        start = next(start for start, _, entry in bar._spans if entry[2] == "help")
+        start = next(start for start, _, entry in bar.spans if entry[2] == "help")
         await pilot.click(KeyBar, offset=(start + 1, 0))
         await pilot.pause()
         assert type(app.screen).__name__ == "HelpScreen"

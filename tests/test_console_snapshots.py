@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from console.app import EpiscopeApp
 from console.episode import events as ev
 from console.episode.events import Event

@@ -41,7 +41,7 @@ class KeyBar(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.shown: tuple[Shown, ...] = ()
-        self._spans: list[tuple[int, int, Shown]] = []  # (first column, end column, key) for clicks
+        self.spans: list[tuple[int, int, Shown]] = []  # (first column, end column, key) for clicks
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -87,7 +87,7 @@ class KeyBar(Widget):
         palette = shown.pop() if shown and shown[-1][0] == self.app.COMMAND_PALETTE_BINDING else None
         room = width - (self._cell_width(palette) if palette else 0)
         text = Text(no_wrap=True, overflow="crop", end="")
-        self._spans = []
+        self.spans = []
         for entry in shown:
             if len(text) + self._cell_width(entry) > room:
                 text.append("…", style=description_style)
@@ -109,10 +109,10 @@ class KeyBar(Widget):
         text.append(f"{description} ", style=description_style)
         if not enabled:
             text.stylize("dim", start)
-        self._spans.append((start, len(text), entry))
+        self.spans.append((start, len(text), entry))
 
     def on_click(self, event: events.Click) -> None:
-        for start, end, (key, _, _, enabled) in self._spans:
+        for start, end, (key, _, _, enabled) in self.spans:
             if start <= event.x < end:
                 if enabled:
                     self.app.simulate_key(key)

@@ -2,10 +2,17 @@
 
 A pane remembers the last state it drew and its table filter, so the app can hand it a new
 state (or a new filter) and the pane redraws only what changed.
+
+The pane that holds the focus gets an accent border. That is an inline style set when a
+descendant gains or loses focus, not a ``:focus-within`` rule: Textual answers such a rule
+by re-applying the whole stylesheet to every widget inside both panes on each focus
+change, which was the larger part of what a Tab or number key cost.
 """
 
 from __future__ import annotations
 
+from textual import events
+from textual.color import Color
 from textual.containers import Vertical
 from textual.widgets import DataTable
 
@@ -19,10 +26,6 @@ class Pane(Vertical):
         border-title-color: $text-muted;
         height: 1fr;
     }
-    Pane:focus-within {
-        border: round $accent;
-        border-title-color: $accent;
-    }
     """
 
     title = "pane"
@@ -32,9 +35,36 @@ class Pane(Vertical):
         self.number = number
         self.state: EpisodeState | None = None
         self.filter_text = ""
+        self._highlighted = False
 
     def on_mount(self) -> None:
         self._set_title()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._highlight(True)
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        self._highlight(False)
+
+    def on_focus(self, event: events.Focus) -> None:
+        self._highlight(True)
+
+    def on_blur(self, event: events.Blur) -> None:
+        self._highlight(False)
+
+    def _highlight(self, on: bool) -> None:
+        if on == self._highlighted:
+            return
+        self._highlighted = on
+        if on:
+            accent = Color.parse(self.app.theme_variables["accent"])
+            self.styles.border = ("round", accent)
+            self.styles.auto_border_title_color = False  # the stylesheet's muted title color is "auto"
+            self.styles.border_title_color = accent
+        else:  # back to the stylesheet's border and title color
+            self.styles.border = None
+            self.styles.inline.clear_rule("auto_border_title_color")
+            self.styles.border_title_color = None
 
     def _set_title(self) -> None:
         prefix = f"{self.number} " if self.number is not None else ""
