@@ -159,6 +159,15 @@ def test_verification_directory(tmp_path):
     assert len(read_abba_run(tmp_path / "result-0001.json").value.runs) == 1
 
 
+def test_repeats_come_from_the_first_request_however_it_is_numbered(tmp_path):
+    schedule = [{"revision": r, "repeat": i // 2} for i, r in enumerate(abba_schedule(2))]
+    write(tmp_path / "request-0001.json", {"schema_version": 1, "schedule": schedule, "command": ["python3", "test_kernel.py"]})
+    payload = {"schema_version": 1, "runs": runs_for({"incumbent": [100.0], "candidate": [95.0]}, 1), "error": None}
+    write(tmp_path / "result.json", payload)
+    # The request asks for two repeats; one repeat of runs breaks the schedule.
+    assert read_abba_verdict(tmp_path / "result.json").value.gate == "ERROR"
+
+
 def test_stored_verdicts_of_both_generations(tmp_path):
     older = {"gate": "FAIL", "candidate_latency_us": 8.9, "incumbent_latency_us": 9.5, "error": None}
     verdict = read_abba_verdict(write(tmp_path / "a.json", older)).value

@@ -9,6 +9,7 @@ from textual.widget import Widget
 
 from console.episode.guards import MAX_SANDBOX_JOBS
 from console.episode.state import EpisodeState
+from console.episode.summary import episode_facts
 
 from .common import NA, dig, fmt, get, number, short_sha
 
@@ -51,15 +52,16 @@ class EpisodeHeader(Widget):
 
     def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
         active = state.active_episode
-        episode = get(active, "episode") or get(state.live_memory, "episode") or get(state.journal, "episode")
+        facts = episode_facts(state)
+        episode = facts["number"] or get(state.live_memory, "episode")
         git = state.git
         candidate = get(git, "candidate_commit") or get(state.handoff, "candidate_commit") or get(state.journal, "candidate_commit")
         slots = max(running_jobs(state), launched)
         key = (
             state.campaign,
             episode,
-            get(active, "mode"),
-            get(active, "phase"),
+            facts["mode"],
+            facts["phase"] or facts["status"],  # an archived episode has no supervisor phase, only its outcome
             get(git, "branch") or get(active, "episode_branch"),
             get(git, "head"),
             candidate,

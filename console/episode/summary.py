@@ -50,7 +50,8 @@ def _latest_attempt(state: EpisodeState):
     return max(numbered, key=lambda a: _get(a, "episode")) if numbered else None
 
 
-def _episode(state: EpisodeState) -> dict:
+def episode_facts(state: EpisodeState) -> dict:
+    """Which episode this is and where it stands (shared by the status document and the header)."""
     active = state.active_episode
     journal = state.journal
     # Once an episode is archived its active_episode.json is gone; its attempt record
@@ -198,7 +199,7 @@ def status_document(state: EpisodeState) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "campaign": {"name": state.campaign, "root": state.campaign_root},
-        "episode": _episode(state),
+        "episode": episode_facts(state),
         "active_phase": None
         if active is None
         else {"phase": active.phase, "iteration_id": active.iteration_id, "attempt_id": active.attempt_id, "started_at": active.start_at},

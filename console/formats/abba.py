@@ -329,7 +329,7 @@ def read_abba_verdict(
 ) -> ReadResult[AbbaVerdict]:
     """``result.json``: a stored verdict is read as is; a run payload is scored here.
 
-    R comes from ``repeats``, else from ``request-0000.json`` beside it, else from the runs.
+    R comes from ``repeats``, else from the first ``request-NNNN.json`` beside it, else from the runs.
     A payload that reports an error or breaks the schedule is an ERROR verdict, not an
     unreadable document: it is a fact about the verification.
     """
@@ -351,5 +351,7 @@ def read_abba_verdict(
 
 
 def _request_repeats(directory: Path) -> int | None:
-    request = read_abba_request(directory / "request-0000.json").value
+    # Writers number batches from 0000 or from 0001; the first request names R.
+    requests = sorted(directory.glob("request-[0-9][0-9][0-9][0-9].json"))
+    request = read_abba_request(requests[0]).value if requests else None
     return None if request is None else request.repeats
