@@ -145,11 +145,13 @@ def status_startup(example: str) -> dict:
 
 
 def peak_rss(root: str) -> dict:
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss from parent to child across fork and
+    # exec, so a child of this (large) benchmark process would report the parent's peak.
     code = (
-        "import resource, sys\n"
         "from console.episode.session import Session\n"
         f"state = Session({root!r}).scan()\n"
-        "print(state.telemetry_events, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+        "print(state.telemetry_events, hwm.split()[1])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=str(HERE.parent))
     events, kib = out.stdout.split()
