@@ -8,14 +8,14 @@ workspace holds only a handful of these small documents.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .problems import FormatError, ReadResult, Unreadable, one_line
+from .plainjson import read_json_document
+from .problems import FormatError, ReadResult, Unreadable
 
 JOB_SCHEMA = "episcope-sandbox-job/v1"
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out")
@@ -148,22 +148,7 @@ def job_dir(workspace: str | os.PathLike, job_id: str) -> Path:
 
 
 def read_job_record(path: str | os.PathLike) -> ReadResult[JobRecord]:
-    name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return ReadResult(None)
-    except OSError as exc:
-        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        return ReadResult(None, (Unreadable(name, None, f"invalid JSON: {one_line(exc)}"),))
-    try:
-        return ReadResult(job_record_from_obj(obj))
-    except FormatError as exc:
-        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
-
+    return read_json_document(path, job_record_from_obj)
 
 def list_job_records(workspace: str | os.PathLike) -> tuple[tuple[JobRecord, ...], tuple[Unreadable, ...]]:
     """Every job record of a workspace, newest first, and the records that could not be read."""

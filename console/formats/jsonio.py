@@ -14,8 +14,9 @@ from typing import Any, Callable, TypeVar
 
 import orjson
 
+from . import plainjson
 from .plainjson import append_line, atomic_write_bytes  # noqa: F401 - the one implementation of both
-from .problems import FormatError, ReadResult, Unreadable, one_line
+from .problems import ReadResult
 
 T = TypeVar("T")
 
@@ -80,27 +81,6 @@ def append_json_line(path: str | os.PathLike, obj: Any) -> None:
     append_line(path, dumps(obj) + b"\n")
 
 
-def read_json_document(
-    path: str | os.PathLike, parse: Callable[[Any], T]
-) -> ReadResult[T]:
-    """Read one JSON document and hand the decoded object to ``parse``.
-
-    ``parse`` raises :class:`FormatError` for a document that does not follow its format.
-    A missing file is not a problem (the artifact simply does not exist yet): the result is
-    empty with no problems.
-    """
-    name = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return ReadResult(None)
-    except OSError as exc:
-        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
-    try:
-        obj = loads(data)
-    except orjson.JSONDecodeError as exc:
-        return ReadResult(None, (Unreadable(name, None, f"invalid JSON: {one_line(exc)}"),))
-    try:
-        return ReadResult(parse(obj))
-    except FormatError as exc:
-        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
+def read_json_document(path: str | os.PathLike, parse: Callable[[Any], T]) -> ReadResult[T]:
+    """``plainjson.read_json_document`` with orjson decoding (see there for the rules)."""
+    return plainjson.read_json_document(path, parse, decode=loads)

@@ -1,4 +1,4 @@
-"""JSON writing with the standard library only, for code that runs where orjson is absent.
+"""JSON with the standard library only, for code that runs where orjson is absent.
 
 The sandbox and ``tools/iteration_trace.py`` run on the GPU machine, which has no orjson.
 They write the same bytes :mod:`console.formats.jsonio` would for the objects episcope
@@ -14,7 +14,11 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+from .problems import FormatError, ReadResult, Unreadable, one_line
+
+T = TypeVar("T")
 
 
 def dumps(obj: Any, *, indent: bool = False) -> bytes:
@@ -87,3 +91,29 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
     atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")
+
+
+def read_json_document(
+    path: str | os.PathLike, parse: Callable[[Any], T], *, decode: Callable[[bytes], Any] = json.loads
+) -> ReadResult[T]:
+    """Read one JSON document and hand the decoded object to ``parse``.
+
+    ``parse`` raises :class:`FormatError` for a document that does not follow its format.
+    A missing file is not a problem (the artifact simply does not exist yet): the result is
+    empty with no problems. ``decode`` lets :mod:`jsonio` use orjson for the same rules.
+    """
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return ReadResult(None)
+    except OSError as exc:
+        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
+    try:
+        obj = decode(data)
+    except ValueError as exc:  # json's and orjson's decode errors, and bad UTF-8
+        return ReadResult(None, (Unreadable(name, None, f"invalid JSON: {one_line(exc)}"),))
+    try:
+        return ReadResult(parse(obj))
+    except FormatError as exc:
+        return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
