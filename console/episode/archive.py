@@ -18,7 +18,6 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 WORKTREES_DIR = ".atrex_long_horizon_worktrees"
 DONE_MARKER = ".episcope-unpacked"
 _KEY_CHARS = 16
@@ -29,10 +28,6 @@ _opened: dict[tuple[str, int, int], Path] = {}
 
 class ArchiveError(Exception):
     """The archive cannot be opened (message is one line)."""
-
-
-def is_archive(path: str | os.PathLike) -> bool:
-    return str(path).endswith(ARCHIVE_SUFFIXES)
 
 
 def cache_root() -> Path:

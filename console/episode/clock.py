@@ -37,9 +37,3 @@ def iso_to_epoch(text: object) -> float | None:
             _minute_cache.clear()
         _minute_cache[text[:16]] = value - parsed.second - parsed.microsecond / 1e6
     return value
-
-
-def epoch_to_iso(value: float | None) -> str | None:
-    if value is None:
-        return None
-    return datetime.fromtimestamp(value, timezone.utc).isoformat()

@@ -62,6 +62,3 @@ class Event(NamedTuple):
     offset: int | None
     at: float | None
     data: Any
-
-    def provenance(self) -> dict:
-        return {"path": self.path, "offset": self.offset, "at": self.at}
