@@ -20,6 +20,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input
 
 from console.actions import (ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, TIMELINE_BASELINE_SOURCE, TIMELINE_BENCH, ActionRefused,
@@ -202,10 +203,13 @@ class EpiscopeApp(App):
         state = self._pending
         if state is None or state is self._shown:
             return
-        self._shown = state
         self.episode_state = state
+        try:
+            self._draw(state)
+        except NoMatches:
+            return  # the dashboard is still mounting or already torn down: the next tick draws
+        self._shown = state
         self.draws += 1
-        self._draw(state)
 
     def _draw(self, state: EpisodeState) -> None:
         now = self._now()
@@ -230,7 +234,9 @@ class EpiscopeApp(App):
         return self.clock()
 
     def _tick(self) -> None:
-        self.query_one(PhaseTimelinePane).tick(self._now())
+        # The interval can fire while the screen is being built or torn down: tick what exists.
+        for pane in self.query(PhaseTimelinePane):
+            pane.tick(self._now())
 
     def _header_note(self) -> str:
         if self.mode == "replay":

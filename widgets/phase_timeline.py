@@ -246,7 +246,8 @@ class PhaseTimelinePane(Pane):
         self.query_one(PhaseTimeline).show_state(state, now)
 
     def tick(self, now: float | None) -> None:
-        self.query_one(PhaseTimeline).tick(now)
+        for timeline in self.query(PhaseTimeline):  # absent while the pane mounts or unmounts
+            timeline.tick(now)
 
     def focus_pane(self) -> None:
         self.query_one(PhaseTimeline).focus()
