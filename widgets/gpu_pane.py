@@ -70,7 +70,8 @@ class GpuPane(Pane, can_focus=True):
         if reading == self.reading:
             return
         self.reading = reading
-        self.query_one("#gpu-body", Static).update(reading_table(reading))
+        for body in self.query("#gpu-body").results(Static):  # absent while unmounting
+            body.update(reading_table(reading))
 
     def on_unmount(self) -> None:
         self.sampler.close()

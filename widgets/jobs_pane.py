@@ -135,5 +135,8 @@ class JobsPane(Pane):
         if end < 0 and len(data) < READ_LIMIT:
             return  # half a line: wait for the rest
         chunk = data if end < 0 else data[: end + 1]
+        logs = self.query(Log)
+        if not logs:
+            return  # the pane is being torn down; nothing consumed
         self._log_offset += len(chunk)
-        self.query_one(Log).write_lines(chunk.decode("utf-8", "replace").splitlines())
+        logs.first().write_lines(chunk.decode("utf-8", "replace").splitlines())
