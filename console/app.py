@@ -453,8 +453,9 @@ class EpiscopeApp(App):
         replay = self.replay
         event = replay.current_event()
         note = label or (f"{event.kind} {Path(event.path).name}" if event is not None else "")
-        self.query_one(ReplayBar).show(fraction=replay.fraction(), playing=replay.playing, speed=replay.speed,
-                                       position=replay.position, total=replay.total, now=replay.now, label=note)
+        for bar in self.query(ReplayBar):  # absent while the dashboard mounts or is torn down
+            bar.show(fraction=replay.fraction(), playing=replay.playing, speed=replay.speed,
+                     position=replay.position, total=replay.total, now=replay.now, label=note)
 
     def _replay_moved(self, label: str = "") -> None:
         self.set_state(self.replay.state())
