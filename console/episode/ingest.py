@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import importlib
 import os
-
-import msgspec
 import re
 import time
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from console.formats.problems import FormatError, Unreadable, one_line
-from console.formats.telemetry import decode_telemetry_lines, parse_telemetry_line, record_epoch
+from console.formats.telemetry import decode_telemetry_lines, record_epoch
 
 from . import events as ev
 from .clock import iso_to_epoch
@@ -170,7 +171,7 @@ class Ingest:
                     reducer.fold_telemetry(path, records)
                 else:
                     out: list[Event] = []
-                    _telemetry_events_slow(base, block.split(b"\n"), path, out)
+                    _record_events(ev.TELEMETRY, (base, block.split(b"\n")), path, out)
                     reducer.feed(out)
         reducer.feed(self._git_events(force=True))
 
@@ -271,7 +272,7 @@ class Ingest:
             if kind == ev.TELEMETRY:
                 _telemetry_events(batch, path, out)
             else:
-                _record_events(kind, batch, path, out)
+                _record_events(kind, (batch[0], batch[1].split(b"\n")), path, out)
             yield out
         if first and tailer.reset:
             yield [Event(ev.REMOVED, path, None, time.time(), kind)]
@@ -375,7 +376,7 @@ def _telemetry_events(batch, path: str, out: list) -> None:
     except (msgspec.DecodeError, msgspec.ValidationError):
         records = None
     if records is None or len(records) != sum(1 for line in lines if line.strip()):
-        _telemetry_events_slow(base, lines, path, out)
+        _record_events(ev.TELEMETRY, (base, lines), path, out)
         return
     append = out.append
     make = Event
@@ -392,27 +393,13 @@ def _telemetry_events(batch, path: str, out: list) -> None:
             append(make(kind, path, offset, at, record))
 
 
-def _telemetry_events_slow(base: int, lines: list, path: str, out: list) -> None:
-    pos = base
-    for line in lines:
-        offset = pos
-        pos += len(line) + 1
-        if not line:
-            continue
-        try:
-            record = parse_telemetry_line(line)
-        except FormatError as exc:
-            out.append(Event(ev.UNREADABLE, path, offset, None, Unreadable(path, offset, one_line(exc))))
-            continue
-        out.append(Event(ev.TELEMETRY, path, offset, record.epoch, record))
-
-
-def _record_events(kind: str, batch, path: str, out: list) -> None:
+def _record_events(kind: str, batch: tuple[int, list[bytes]], path: str, out: list) -> None:
+    """One event per line, parsed alone: a bad line becomes an Unreadable at its offset."""
     parse = _resolve(LINE_PARSERS[kind])
     append = out.append
-    base, block = batch
+    base, lines = batch
     pos = base
-    for line in block.split(b"\n"):
+    for line in lines:
         offset = pos
         pos += len(line) + 1
         if not line:
@@ -434,4 +421,6 @@ def _record_time(record) -> float | None:
         timestamp = record.get("timestamp")
     if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
         return float(timestamp)
+    if isinstance(timestamp, datetime):  # telemetry records decode their timestamp in C
+        return record_epoch(timestamp)
     return iso_to_epoch(timestamp)
