@@ -18,6 +18,8 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from .workspace import user_cache_dir
+
 WORKTREES_DIR = ".atrex_long_horizon_worktrees"
 DONE_MARKER = ".episcope-unpacked"
 _KEY_CHARS = 16
@@ -31,8 +33,7 @@ class ArchiveError(Exception):
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "episcope" / "archives"
+    return user_cache_dir("archives")
 
 
 def _digest(path: Path) -> str:

@@ -18,13 +18,13 @@ from pathlib import Path
 from console.formats.plainjson import atomic_write_json
 
 from .git_facts import GitFacts, read_git_facts
+from .workspace import user_cache_dir
 
 UNSTAMPED_DIRS = frozenset({".git", ".atrex_long_horizon", "profiles", "__pycache__", ".venv", "node_modules"})
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "episcope" / "git-facts"
+    return user_cache_dir("git-facts")
 
 
 def _gitdir(root: Path) -> Path | None:

@@ -45,6 +45,12 @@ class Workspace:
         return self.worktree or self.campaign_root
 
 
+def user_cache_dir(name: str) -> Path:
+    """``$XDG_CACHE_HOME/episcope/<name>`` (default ``~/.cache``): episcope's own derived files."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "episcope" / name
+
+
 def _git_paths(path: Path) -> tuple[Path, Path] | None:
     """(common git dir, top level) of the repository holding ``path``, or None."""
     try:
