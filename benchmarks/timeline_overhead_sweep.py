@@ -4,7 +4,11 @@
 The kernel streams float4 tiles from a 256 MiB array (larger than L2) and evaluates a
 degree-K polynomial on each component; every warp brackets each main-loop iteration with
 one begin/end pair (lane 0 writes) and marks kernel entry and exit with one instant each.
-K sets the iteration length. For each target length the sweep calibrates K, then runs
+K sets the iteration length. One timed unit is a mix of four launches, K..K+3: the
+polynomial loop is unrolled by four, and a probe shifts the code around the loop's
+remainder, which moves a single K's overhead by up to 3 points either way (the screen's
+per-K rows show it); the mix covers every remainder once. For each target length the sweep
+calibrates K, then runs
 `measure` (fresh processes, ABBA/BAAB blocks, adaptive until the 95% interval is narrower
 than --ci-width) and reports its interval. A screen in one process interleaves launches of
 the baseline, the shipped probe, a naive reference probe (lane 0 reads %globaltimer in a
@@ -18,7 +22,8 @@ recorded by the GPU right before the kernel starts: the CUDA-event time is the k
 the device's launch gap, not the host's time to submit the launch.
 
     PYTHONPATH=. python3 benchmarks/timeline_overhead_sweep.py --output sweep.json
-    (sample mode, used by measure: --sample --degree K; variant from ATREX_TIMELINE_VARIANT)
+    (sample mode, used by measure: --sample --degree K, the mix K..K+3; variant from
+    ATREX_TIMELINE_VARIANT)
 """
 
 from __future__ import annotations
@@ -104,6 +109,7 @@ class Recorder {
 """
 BLOCK = 256
 ITERS = 256
+MIX = 4  # consecutive degrees per timed unit: one per remainder of the unroll-by-4 loop
 RECORDS_PER_OWNER = 2 * ITERS + 2
 N4 = 16 * 1024 * 1024  # 256 MiB of float4
 HOLD_NS = 300_000  # covers the host's time to queue the start event, the kernel and the stop event
@@ -170,6 +176,18 @@ class Workload:
         self.buf.header = abi.new_header(self.manifest["grid"], self.manifest["block"], self.buf.header.owner_count,
                                          self.buf.header.records_per_owner, launch_id)
 
+    def launch_mix(self) -> float:
+        """Mean time of one launch at each degree of the mix (self.degree .. + MIX - 1); ms."""
+        first = self.degree
+        try:
+            times = []
+            for k in range(MIX):
+                self.degree = first + k
+                times.append(self.launch())
+        finally:
+            self.degree = first
+        return float(np.mean(times))
+
     def launch(self) -> float:
         """Reset the buffer (untimed), queue the hold, then time one launch with CUDA events; ms."""
         d, cp = self.device, self.device.cp
@@ -195,14 +213,15 @@ def shipped_header() -> str:
     return shipped_header_path().read_text()
 
 
-# Cost decomposition for the screen: the shipped probe with one part of the event removed.
+# Cost decomposition for the screen: the shipped probe with one part of the event removed
+# or changed (plain text replacements in its event path).
+_STORES = ("slot[0] = now;\n      slot[1] = (static_cast<unsigned long long>(tag) << 32) | payload;")
 ABLATIONS = {
-    # the timer value is folded into a register so the read is not dead code
-    "shipped_without_store": ('"@p st.global.v4.u32 [%3], {lo, hi, %4, %5};\\n\\t"', '"@p xor.b32 %1, %1, lo;\\n\\t"'),
-    "shipped_without_timer": ('"mov.u64 t, %%globaltimer;\\n\\t"', '"mov.u64 t, 1;\\n\\t"'),
-    # store width alone: the same record as two 8-byte stores
-    "shipped_2x8": ('"@p st.global.v4.u32 [%3], {lo, hi, %4, %5};\\n\\t"',
-                    '"@p st.global.v2.u32 [%3], {lo, hi};\\n\\t@p st.global.v2.u32 [%3+8], {%4, %5};\\n\\t"'),
+    "shipped_without_store": (_STORES, "(void)slot;"),
+    "shipped_without_timer": ('asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));', "now = seq_;"),
+    # store width alone: the record as one 16-byte store
+    "shipped_v4": (_STORES, "*reinterpret_cast<uint4*>(slot) = make_uint4(static_cast<unsigned int>(now), "
+                            "static_cast<unsigned int>(now >> 32), payload, tag);"),
 }
 
 
@@ -222,58 +241,69 @@ def sample_main(degree: int) -> int:
     header = Path(os.environ.get("ATREX_TIMELINE_PROBE_HEADER") or shipped_header_path()).read_text()
     w = Workload(d, degree, probe_source(header if variant == "instrumented" else None))
     for _ in range(warmup):
-        w.launch()
-    times = [w.launch() for _ in range(iterations)]
+        w.launch_mix()
+    times = [w.launch_mix() for _ in range(iterations)]
     sample = {"latency_ms": float(np.median(times)), "correctness": "passed", "synchronized": True,
-              "workload_identity": f"stream_poly:grid={d.grid}x{BLOCK}:iters={ITERS}:degree={degree}",
+              "workload_identity": f"stream_poly:grid={d.grid}x{BLOCK}:iters={ITERS}:degrees={degree}..{degree + MIX - 1}",
               "device_identity": {"uuid": d.uuid()}, "warmup": warmup, "iterations": iterations}
     print(SAMPLE_PREFIX + json.dumps(sample, sort_keys=True), flush=True)
     return 0
 
 
 def calibrate(device: Device, targets_us: list[float]) -> dict:
-    """Degree per target iteration length, from baseline launches (kernel ms / ITERS)."""
+    """First degree of the mix per target iteration length, from baseline launches
+    (kernel ms / ITERS); the chosen mix's mean length is measured again."""
     w = Workload(device, 4, probe_source(None))
 
-    def per_iteration_us(degree: int) -> float:
+    def per_iteration_us(degree: int, mix: bool = False) -> float:
         w.degree = degree
+        run = w.launch_mix if mix else w.launch
         for _ in range(3):
-            w.launch()
-        return float(np.median([w.launch() for _ in range(15)])) * 1000.0 / ITERS
+            run()
+        return float(np.median([run() for _ in range(15)])) * 1000.0 / ITERS
 
     per_iter = {d: per_iteration_us(d) for d in (4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768)}
     degrees = np.array(sorted(per_iter))
     lengths = np.array([per_iter[d] for d in degrees])
     chosen = {}
     for t in targets_us:
-        d = int(round(np.interp(t, lengths, degrees)))
-        chosen[t] = {"degree": d, "iteration_us": per_iteration_us(d)}
+        d = max(1, int(round(np.interp(t, lengths, degrees) - (MIX - 1) / 2)))
+        chosen[t] = {"degree": d, "degrees": [d, d + MIX - 1], "iteration_us": per_iteration_us(d, mix=True)}
     return {"calibration_us_per_iteration": {str(k): v for k, v in per_iter.items()}, "chosen": chosen}
 
 
+def _overheads(times: dict[str, np.ndarray]) -> dict:
+    """Median and quartiles over rounds of (variant / baseline of the same round) - 1, in %."""
+    out = {}
+    for n, t in times.items():
+        if n != "baseline":
+            q = np.quantile(t / times["baseline"], [0.25, 0.5, 0.75])
+            out[n] = {"overhead_percent": float((q[1] - 1) * 100),
+                      "quartiles_percent": [float((q[0] - 1) * 100), float((q[2] - 1) * 100)]}
+    return out
+
+
 def screen(device: Device, degrees: dict[float, int], headers: dict[str, str | None], rounds: int) -> dict:
-    """In-process comparison: each round launches every variant once (rotating order);
-    overhead = median over rounds of (variant / baseline of the same round) - 1."""
+    """In-process comparison: each round launches every variant once at each degree of the
+    mix (rotating order). Reported per target: the mix (mean over its degrees, as `measure`
+    times it) and each degree on its own."""
     out = {}
     names = list(headers)
-    for target, degree in degrees.items():
-        works = {n: Workload(device, degree, probe_source(headers[n])) for n in names}
+    for target, first in degrees.items():
+        works = {n: Workload(device, first, probe_source(headers[n])) for n in names}
         for w in works.values():
             for _ in range(3):
-                w.launch()
-        times = {n: [] for n in names}
+                w.launch_mix()
+        times = {n: np.zeros((rounds, MIX)) for n in names}
         for r in range(rounds):
-            for n in names[r % len(names):] + names[: r % len(names)]:
-                times[n].append(works[n].launch())
-        base = np.array(times["baseline"])
-        row = {"degree": degree, "rounds": rounds, "median_ms": {n: float(np.median(times[n])) for n in names}}
-        for n in names:
-            if n == "baseline":
-                continue
-            ratio = np.array(times[n]) / base
-            q = np.quantile(ratio, [0.25, 0.5, 0.75])
-            row[n] = {"overhead_percent": float((q[1] - 1) * 100),
-                      "quartiles_percent": [float((q[0] - 1) * 100), float((q[2] - 1) * 100)]}
+            for k in range(MIX):
+                for n in names[r % len(names):] + names[: r % len(names)]:
+                    works[n].degree = first + k
+                    times[n][r, k] = works[n].launch()
+        mix = {n: t.mean(axis=1) for n, t in times.items()}
+        row = {"degrees": [first, first + MIX - 1], "rounds": rounds,
+               "median_ms": {n: float(np.median(mix[n])) for n in names}, **_overheads(mix),
+               "by_degree": {str(first + k): _overheads({n: t[:, k] for n, t in times.items()}) for k in range(MIX)}}
         out[f"{target:g}"] = row
         del works
     return out
@@ -310,6 +340,20 @@ def span_check(device: Device, degree: int, header: str, launches: int = 10) -> 
             "max_abs_diff_percent": max(abs(r["diff_percent"]) for r in rows),
             "max_abs_diff_ns": max(abs(r["diff_ns"]) for r in rows),
             "hold_expired": device.hold_expired - expired_before}
+
+
+def portable(value, work: Path):
+    """The report without this machine's paths: the interpreter, the checkout and the work
+    directory named generically (the measurement artifacts keep the real ones)."""
+    if isinstance(value, dict):
+        return {k: portable(v, work) for k, v in value.items()}
+    if isinstance(value, list):
+        return [portable(v, work) for v in value]
+    if isinstance(value, str):
+        if value == sys.executable:
+            return "python3"
+        return value.replace(str(work), "<work-dir>").replace(str(ROOT) + os.sep, "")
+    return value
 
 
 def write_report(output: str, report: dict, *, complete: bool, started: float) -> None:
@@ -375,7 +419,8 @@ def main() -> int:
               "sites": ["mainloop (range)", "kernel_entry (instant)", "kernel_exit (instant)"],
               "density": "one begin/end pair per warp per main-loop iteration, plus one entry and one exit "
                          "instant per warp per launch",
-              "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold",
+              "timing": f"CUDA events around one launch queued behind a {HOLD_NS // 1000} us device-side hold; "
+                        f"a timed unit is the mean of {MIX} launches at consecutive degrees",
               "measured_probe": probe, "calibration": cal, "screen": screened, "span_check": span, "sweep": []}
     write_report(args.output, report, complete=False, started=t0)
     print(json.dumps({"measured_probe": probe, "screen": screened, "span": {k: v for k, v in span.items() if k != "launches"}}), flush=True)
@@ -394,15 +439,16 @@ def main() -> int:
                                max_blocks=args.max_blocks, ci_width=args.ci_width, target_percent=10.0,
                                env={"PYTHONPATH": str(ROOT), "ATREX_TIMELINE_PROBE_HEADER": str(header_paths[probe])})
         m = measure(config)
-        report["sweep"].append({"target_us": t, "degree": degree, "iteration_us": cal["chosen"][t]["iteration_us"],
+        report["sweep"].append({"target_us": t, "degrees": cal["chosen"][t]["degrees"],
+                                "iteration_us": cal["chosen"][t]["iteration_us"],
                                 "baseline_ms": m["baseline_ms"], "instrumented_ms": m["instrumented_ms"],
                                 "overhead_percent": m["overhead_percent"], "interval": m["interval"],
                                 "bootstrap_interval": m["bootstrap_interval"], "rank_test": m["rank_test"],
-                                "blocks": m["blocks"], "stop_reason": m["stop_reason"], "measurement": m})
+                                "blocks": m["blocks"], "stop_reason": m["stop_reason"], "measurement": portable(m, work)})
         write_report(args.output, report, complete=False, started=t0)
     write_report(args.output, report, complete=True, started=t0)
     if args.output != "-":
-        print(json.dumps({"sweep": [{k: r[k] for k in ("target_us", "degree", "iteration_us", "overhead_percent",
+        print(json.dumps({"sweep": [{k: r[k] for k in ("target_us", "degrees", "iteration_us", "overhead_percent",
                                                        "interval", "blocks")} for r in report["sweep"]]},
                          default=str))
     return 0
