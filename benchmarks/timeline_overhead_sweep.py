@@ -12,9 +12,10 @@ calibrates K, then runs
 `measure` (fresh processes, ABBA/BAAB blocks, adaptive until the 95% interval is narrower
 than --ci-width) and reports its interval. A screen in one process interleaves launches of
 the baseline, the shipped probe, a naive reference probe (lane 0 reads %globaltimer in a
-branch and writes two 8-byte stores), the candidate probes in benchmarks/timeline_probes/ and,
-with --compare-header, any other probe header. `measure` then runs the probe of the screen with
-the lowest mean overhead at the measured lengths (or the one --measure-probe names).
+branch and writes two 8-byte stores), ablations of the shipped probe and, with
+--compare-header, candidate probe headers. `measure` then runs the complete probe (shipped or
+a candidate) of the screen with the lowest mean overhead at the measured lengths, or the one
+--measure-probe names.
 The span check compares the span of a launch's events with CUDA events on the same launch.
 
 Every timed launch is queued behind a short device-side hold kernel, so the start event is
@@ -39,7 +40,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-CANDIDATES = Path(__file__).resolve().parent / "timeline_probes"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "skills" / "autonomous-gpu-kernel-timeline" / "backends"))
 
@@ -400,12 +400,10 @@ def main() -> int:
     headers: dict[str, str | None] = {"baseline": None, "shipped": shipped_header(), "naive": NAIVE_PROBE}
     headers.update({name: ablated_header(name) for name in ABLATIONS})
     header_paths = {"shipped": shipped_header_path()}
-    for path in sorted(CANDIDATES.glob("*.cuh")):
-        headers[path.stem] = path.read_text()
-        header_paths[path.stem] = path
     for spec in args.compare_header:
         name, _, path = spec.partition("=")
         headers[name] = Path(path).read_text()
+        header_paths[name] = Path(path).resolve()
     screened = screen(device, {t: cal["chosen"][t]["degree"] for t in screen_targets}, headers, args.screen_rounds)
     probe = args.measure_probe
     if probe == "best":  # lowest mean screen overhead at the lengths `measure` runs, among complete probes
