@@ -2,7 +2,8 @@
 
 Verb modules live in ``console/commands/`` and expose ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> int``. They must import nothing heavy at module level: the headless verbs
-(status, events, jobs, init) never import Textual, and argparse builds every sub-parser.
+(status, events, jobs, init) never import Textual, and ``episcope --help`` imports every
+verb module (a run of one verb imports only its own).
 
 Exit codes (all verbs): 0 success; 1 the verb ran and reports a failure (a job failed, a
 cancel found nothing); 2 usage error or unusable input (bad path, not a workspace);
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 VERBS: dict[str, str] = {
@@ -39,23 +41,52 @@ class CommandError(Exception):
         self.code = code
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal width up front. Left to find it, argparse
+    imports shutil (and zlib, bz2, lzma with it) as it adds the first argument, which costs
+    a ``status`` more than its own parsing."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _terminal_columns() - 2 if width is None else width)
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: $COLUMNS, else the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (``verb``) only that verb's sub-parser: running one verb
+    imports no other verb's module."""
     parser = argparse.ArgumentParser(
         prog="episcope",
         description="Watch, drive and replay GPU-kernel optimization episodes.",
+        formatter_class=_HelpFormatter,
     )
     from console import __version__
 
     parser.add_argument("--version", action="version", version=f"episcope {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for verb, module_name in VERBS.items():
+    for name, module_name in VERBS.items():
+        if verb is not None and name != verb:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name != module_name:
                 raise
             continue
-        verb_parser = sub.add_parser(verb, help=module.HELP, description=module.HELP)
+        verb_parser = sub.add_parser(name, help=module.HELP, description=module.HELP, formatter_class=_HelpFormatter)
         module.add_arguments(verb_parser)
         verb_parser.set_defaults(_run=module.run)
     return parser
@@ -70,7 +101,7 @@ def _with_default_verb(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = _with_default_verb(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv[0] in VERBS else None)
     args = parser.parse_args(argv)
     run = getattr(args, "_run", None)
     if run is None:

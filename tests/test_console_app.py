@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from console.actions import ACTIONS, MAX_JOBS, ActionRefused, JobLauncher, sandbox_flags
 from console.app import EpiscopeApp
@@ -48,6 +48,13 @@ def texts(widget) -> str:
 def rows(app, selector: str) -> list[list[str]]:
     table = app.query_one(selector, DataTable)
     return [[str(getattr(c, "plain", c)) for c in table.get_row(key)] for key in table.rows]
+
+
+async def settle(pilot, ready, timeout: float = 5.0) -> None:
+    """Let the app work until ``ready()`` holds (a loaded CI machine repaints late)."""
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline:
+        await pilot.pause(0.05)
 
 
 def make_app(state, tmp_path, **kwargs) -> EpiscopeApp:
@@ -219,7 +226,7 @@ async def test_deep_profile_targets_the_kernel_selected_in_the_funnel(episode, t
     async with app.run_test(size=SIZE) as pilot:
         assert app.why_blocked("profile_deep") == "select a kernel in the funnel"
         app.set_state(_profiled(state, worktree))
-        await pilot.pause(0.3)
+        await settle(pilot, lambda: len(rows(app, "#funnel-table")) == 4)
         funnel = rows(app, "#funnel-table")
         assert [row[0] for row in funnel] == ["smem_column_read", "cupy_fill", "smem_column_read", "smem_column_read"]
         assert [row[-1] for row in funnel] == ["survey", "survey", "sol", "deep"]  # the funnel, top down

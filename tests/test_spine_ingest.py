@@ -187,3 +187,100 @@ def test_git_facts_cache_follows_edits_and_commits(campaign, tmp_path, monkeypat
     committed = Session(worktree).scan()
     assert committed.git.dirty_paths == ()
     assert committed.git.head != first.git.head
+
+
+def _line_starts(data: bytes) -> list[int]:
+    starts, pos = [], 0
+    for raw in data.split(b"\n")[:-1]:
+        if raw:
+            starts.append(pos)
+        pos += len(raw) + 1
+    return starts
+
+
+@pytest.mark.parametrize("bad_line", [b"  \t\n", b"glued", b'{"event":"phase_started"\n', b"no phase"])
+def test_every_line_is_one_record_in_both_scans(campaign, bad_line):
+    """A blank-looking line, two records on one line (a writer that lost a newline), a
+    broken line and a phase marker without its phase are each reported with their offset,
+    by the status scan and the event scan alike; every other line is kept, and blank lines
+    are skipped."""
+    _, worktree, _ = campaign
+    path = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+    one, two = line(tele("phase_started", 1.0, phase="profile")), line(tele("phase_completed", 2.0, phase="profile"))
+    if bad_line == b"glued":
+        bad_line = one.rstrip(b"\n") + two
+    elif bad_line == b"no phase":
+        bad_line = line(tele("phase_completed", 1.5))
+    write_lines(path, [one, b"\n", bad_line, two])
+    status = Session(worktree).scan()
+    assert [u.offset for u in status.unreadable] == [len(one) + 1]
+    session = Session(worktree)
+    events = list(session.scan_events())
+    assert [e.offset for e in events if e.kind == ev.TELEMETRY] == [0, len(one) + 1 + len(bad_line)]
+    assert [u.offset for u in session.state.unreadable] == [len(one) + 1]
+    assert status.phase_totals == session.state.phase_totals
+    assert status.phase_totals["profile"].intervals == 1
+
+
+def test_offsets_stay_exact_across_read_chunks(campaign, monkeypatch):
+    import console.episode.tailer as tailer_module
+
+    monkeypatch.setattr(tailer_module, "CHUNK", 700)  # a few lines per read
+    _, worktree, _ = campaign
+    path = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+    records = []
+    for i in range(40):
+        records += [tele("phase_started", 10.0 * i, phase="research"), tele("source_read", 10.0 * i + 1, source_kind="workspace",
+                    reference="x" * (i * 37 % 500)), tele("phase_completed", 10.0 * i + 2, phase="research")]
+    write_lines(path, records[:70])
+    write_lines(path, [b"{broken\n"])
+    write_lines(path, records[70:])
+    session = Session(worktree)
+    events = list(session.scan_events())
+    offsets = [e.offset for e in events if e.kind in (ev.TELEMETRY, ev.UNREADABLE) and e.path == str(path)]
+    assert offsets == _line_starts(path.read_bytes())
+    status = Session(worktree).scan()
+    assert status.phase_totals == session.state.phase_totals
+    assert status.phase_totals["research"].intervals == 40
+    assert status.telemetry_events == session.state.telemetry_events == 120
+    assert list(status.source_reads) == list(session.state.source_reads)
+
+
+def test_cold_scan_restores_the_garbage_collector(campaign):
+    import gc
+
+    _, worktree, _ = campaign
+    write_lines(worktree / ".atrex_long_horizon" / "telemetry.jsonl", [tele("phase_started", 1.0, phase="profile")])
+    assert gc.isenabled()
+    Session(worktree).scan()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        Session(worktree).scan()
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()
+
+
+def test_naive_offset_and_missing_timestamps_keep_their_times(campaign):
+    """Naive times are UTC, offsets are honoured and a missing time stays unknown, on the
+    status scan and the event scan alike."""
+    _, worktree, _ = campaign
+    path = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+    stamps = ["2026-11-29T06:00:00+00:00", "2026-11-29T08:00:01.5+02:00", "2026-11-29T06:00:02Z",
+              "2026-11-29T06:00:03.25", None]
+    records = []
+    for i, stamp in enumerate(stamps):
+        record = tele("source_read", float(i), source_kind="workspace", reference=f"r{i}")
+        if stamp is None:
+            del record["timestamp"]
+        else:
+            record["timestamp"] = stamp
+        records.append(record)
+    write_lines(path, records)
+    t0 = 1_795_932_000.0  # 2026-11-29T06:00:00Z
+    expected = [t0, t0 + 1.5, t0 + 2.0, t0 + 3.25, None]
+    session = Session(worktree)
+    assert [e.at for e in session.scan_events() if e.kind == ev.TELEMETRY] == expected
+    status = Session(worktree).scan()
+    assert [r.at for r in status.source_reads] == expected

@@ -134,3 +134,87 @@ def test_removed_line_file_drops_what_it_said():
     reducer = Reducer().feed(events(tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 2.0, phase="profile"), path=path))
     reducer.feed([Event(ev.REMOVED, path, None, None, ev.TELEMETRY)])
     assert reducer.snapshot().phase_totals == {}
+
+
+def _mixed_records(seed: int, count: int = 300) -> list[dict]:
+    """Telemetry of three interleaved attempts: valid and invalid markers, reads, sandbox
+    jobs, monotonic clocks that step back and records without one."""
+    import random
+
+    rng = random.Random(seed)
+    attempts = [("episode-0001", "invocation-1"), ("episode-0001", "invocation-2"), ("episode-0002", "invocation-1")]
+    phases = ["profile", "research", "planning", "benchmark"]
+    records = []
+    for i in range(count):
+        iteration, attempt = attempts[0] if rng.random() < 0.7 else rng.choice(attempts)
+        mono = 10.0 + i + rng.uniform(-3.0, 3.0)
+        kind = rng.choice(["phase_started", "phase_completed", "phase_completed", "source_read",
+                           "sandbox_operation_started", "sandbox_operation_completed"])
+        extra = {}
+        if kind.startswith("phase"):
+            extra["phase"] = rng.choice(phases)
+        elif kind == "source_read":
+            extra.update(source_kind="workspace", reference=f"notes/{i}.md")
+        else:
+            extra.update(operation_id=rng.choice([f"op-{rng.randint(0, 5)}", None]), category="dev")
+            if kind.endswith("completed"):
+                extra.update(duration_seconds=rng.choice([1.5, None]), status=rng.choice(["succeeded", "failed", "odd"]))
+        record = tele(kind, mono, iteration=iteration, attempt=attempt, **extra)
+        if rng.random() < 0.1:
+            del record["monotonic_seconds"]
+        if rng.random() < 0.05:
+            del record["timestamp"]
+        records.append({k: v for k, v in record.items() if v is not None})
+    return records
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batched_fold_equals_one_event_at_a_time(seed):
+    """The fold keeps an attempt's clock and open phase in locals across a run of records;
+    whatever the batch boundaries, the state must be what one event at a time gives."""
+    import random
+
+    stream = events(*_mixed_records(seed))
+    one_by_one = Reducer()
+    for event in stream:
+        one_by_one.feed([event])
+    batched = Reducer()
+    rng = random.Random(seed)
+    position = 0
+    while position < len(stream):
+        step = rng.randint(1, 60)
+        batched.feed(stream[position : position + step])
+        position += step
+    reducer = Reducer()
+    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", [e.data for e in stream])
+    for state in (batched.snapshot(), reducer.snapshot()):
+        expected = one_by_one.snapshot()
+        assert list(state.phase_spans) == list(expected.phase_spans)
+        assert state.phase_totals == expected.phase_totals
+        assert state.partial_reasons == expected.partial_reasons
+        assert state.open_spans == expected.open_spans
+        assert state.active_phase == expected.active_phase
+        assert list(state.source_reads) == list(expected.source_reads)
+        assert list(state.sandbox_operations) == list(expected.sandbox_operations)
+        assert state.orchestration_seconds == pytest.approx(expected.orchestration_seconds)
+        assert state.telemetry_span_seconds == pytest.approx(expected.telemetry_span_seconds)
+        assert state.last_event_at == expected.last_event_at
+        assert state.telemetry_events == expected.telemetry_events == len(stream)
+    assert any(s.measurement == "partial" for s in expected.phase_spans)  # the stream exercises every path
+    assert any(s.measurement == "explicit" for s in expected.phase_spans)
+    # The clocks, from the records directly: each attempt's span is its latest minus its
+    # earliest monotonic time, and orchestration is that span minus its closed phases.
+    monos: dict = {}
+    for event in stream:
+        if event.data.monotonic_seconds is not None:
+            monos.setdefault((event.data.iteration_id, event.data.attempt_id), []).append(event.data.monotonic_seconds)
+    attributed: dict = {}
+    for span in expected.phase_spans:
+        if span.wall_seconds is not None:
+            key = (span.iteration_id, span.attempt_id)
+            attributed[key] = attributed.get(key, 0.0) + span.wall_seconds
+    spans = {key: max(values) - min(values) for key, values in monos.items()}
+    assert expected.telemetry_span_seconds == pytest.approx(sum(spans.values()))
+    assert expected.orchestration_seconds == pytest.approx(
+        sum(max(0.0, span - attributed.get(key, 0.0)) for key, span in spans.items())
+    )

@@ -48,6 +48,24 @@ def test_empty_lines_are_skipped_but_offsets_stay_exact(tmp_path):
     assert Tailer(str(path)).read_new() == [(0, b"a"), (4, b"bb")]
 
 
+def test_batches_split_lines_without_carrying_a_tail(tmp_path, monkeypatch):
+    """Each read starts at the first incomplete line of the one before, so batches hold
+    whole lines only (empty ones too, for offsets) and the half-written last line waits."""
+    import console.episode.tailer as tailer_module
+
+    monkeypatch.setattr(tailer_module, "CHUNK", 64)
+    path = tmp_path / "t.jsonl"
+    lines = [b"%d:" % i + b"y" * (i * 7 % 50) for i in range(60)] + [b""]
+    path.write_bytes(b"\n".join(lines) + b"\n" + b'{"half')
+    tailer = Tailer(str(path))
+    batches = list(tailer.batches())
+    assert len(batches) > 5
+    assert [line for _, batch in batches for line in batch] == lines
+    for (base, batch), (following, _) in zip(batches, batches[1:]):
+        assert following == base + sum(len(line) + 1 for line in batch)
+    assert tailer.offset == path.stat().st_size - len(b'{"half')
+
+
 def test_a_line_longer_than_one_chunk(tmp_path, monkeypatch):
     import console.episode.tailer as tailer_module
 

@@ -6,22 +6,32 @@ Here it is unpacked once into the user cache, ``$XDG_CACHE_HOME/episcope/archive
 prefix>/`` (reused while present), and ``git worktree repair`` points the worktree links
 at that copy. Only regular files and directories with safe relative names are unpacked:
 an archive holding links, devices, absolute paths or ``..`` is refused as a whole.
+
+``archives/stamps.json`` remembers which copy an archive file (path, size, mtime, inode)
+unpacked to, so opening it again hashes nothing: loading hashlib's OpenSSL and reading the
+whole archive would cost more than the rest of a ``status``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
-import shutil
-import subprocess
-import tarfile
-import tempfile
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from console.formats.plainjson import atomic_write_json
 
 from .workspace import user_cache_dir
 
+if TYPE_CHECKING:
+    import tarfile
+
+# hashlib, shutil, subprocess, tarfile and tempfile are imported where an archive is first
+# unpacked: opening it again needs none of them.
+
 WORKTREES_DIR = ".atrex_long_horizon_worktrees"
 DONE_MARKER = ".episcope-unpacked"
+STAMPS = "stamps.json"
 _KEY_CHARS = 16
 
 # (path, size, mtime_ns) -> campaign root, so a session re-resolving hashes nothing
@@ -37,11 +47,35 @@ def cache_root() -> Path:
 
 
 def _digest(path: Path) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _copy_name(archive: Path, st: os.stat_result) -> str:
+    """The unpacked copy's directory name: a prefix of the archive's sha256, remembered in
+    ``stamps.json`` by the archive's stamp."""
+    index_path = cache_root() / STAMPS
+    stamp = f"{st.st_size} {st.st_mtime_ns} {st.st_ino} {archive}"
+    try:
+        index = json.loads(index_path.read_bytes())
+    except (OSError, ValueError):
+        index = {}
+    if not isinstance(index, dict):
+        index = {}
+    name = index.get(stamp)
+    if isinstance(name, str) and len(name) == _KEY_CHARS:
+        return name
+    name = index[stamp] = _digest(archive)[:_KEY_CHARS]
+    try:
+        atomic_write_json(index_path, index)
+    except OSError:
+        pass  # a read-only cache: the next open hashes again
+    return name
 
 
 def _check_member(member: tarfile.TarInfo) -> None:
@@ -54,6 +88,12 @@ def _check_member(member: tarfile.TarInfo) -> None:
 
 
 def _unpack(archive: Path, target: Path) -> None:
+    import shutil
+    import tarfile
+    import tempfile
+
+    if target.exists():
+        shutil.rmtree(target)  # a half-made copy from an interrupted unpack
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
     try:
@@ -102,10 +142,8 @@ def open_archive(path: str | os.PathLike) -> Path:
     known = _opened.get(key)
     if known is not None and known.is_dir():
         return known
-    target = cache_root() / _digest(archive)[:_KEY_CHARS]
+    target = cache_root() / _copy_name(archive, st)
     if not (target / DONE_MARKER).is_file():
-        if target.exists():
-            shutil.rmtree(target)  # a half-made copy from an interrupted unpack
         _unpack(archive, target)
     campaigns = [c for c in _campaigns(target) if (c / ".git").is_dir() or (c / ".atrex_long_horizon").is_dir()]
     if len(campaigns) != 1:
@@ -117,6 +155,8 @@ def open_archive(path: str | os.PathLike) -> Path:
 def _repair(target: Path) -> None:
     """``git worktree repair`` from each campaign, naming its worktrees in this copy, so the
     links in both directions (worktree .git file, campaign .git/worktrees/*/gitdir) lead here."""
+    import subprocess
+
     for campaign in _campaigns(target):
         worktrees = target / WORKTREES_DIR / campaign.name
         if not (campaign / ".git").is_dir() or not worktrees.is_dir():

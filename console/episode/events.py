@@ -57,6 +57,7 @@ DOCUMENT_KINDS = frozenset(
 
 
 class Event(NamedTuple):
+    # Field order matters: ingest's hot path builds events from plain tuples in this order.
     kind: str
     path: str
     offset: int | None

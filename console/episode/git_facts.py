@@ -6,9 +6,9 @@ refresh opens one, asks its questions and closes it again.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 PROBE_MARKERS = (
     "atrex_timeline.cuh",
@@ -22,8 +22,7 @@ def has_probe_marker(text: str) -> bool:
     return any(marker in text for marker in PROBE_MARKERS)
 
 
-@dataclass(frozen=True, slots=True)
-class GitFacts:
+class GitFacts(msgspec.Struct, frozen=True):
     worktree: str
     head: str | None = None
     branch: str | None = None
@@ -40,10 +39,12 @@ class GitFacts:
     error: str | None = None
 
     def to_json(self) -> dict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in self.__struct_fields__}
 
 
 def file_sha256(path: Path) -> str | None:
+    import hashlib  # here, not at the top: a status answered from the git-facts cache never loads OpenSSL
+
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

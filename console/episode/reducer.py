@@ -15,15 +15,29 @@ time is reported apart.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from . import events as ev
-from console.formats.telemetry import record_epoch
+from console.formats.telemetry import record_epochs
 
 from .clock import iso_to_epoch
 from .guards import evaluate_guards
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
 from .views import Prefix, combine
+
+
+# Spans, reads and operations are built with ``tuple.__new__``: a NamedTuple's own ``__new__``
+# is a Python function, a frame per record on the cold-ingest path. Building them from plain
+# tuples relies on the field order, so it is checked once here.
+_new_tuple = tuple.__new__
+if (PhaseSpan._fields, SourceRead._fields, SandboxOperation._fields) != (
+    ("iteration_id", "attempt_id", "phase", "start_monotonic", "end_monotonic", "start_at", "end_at", "measurement",
+     "reason", "active"),
+    ("iteration_id", "attempt_id", "source_kind", "reference", "at", "monotonic"),
+    ("operation_id", "category", "iteration_id", "attempt_id", "started_at", "started_monotonic", "duration_seconds",
+     "status", "exit_status", "failure_type"),
+):
+    raise ImportError("console.episode.state changed its span fields; update the reducer's fold to match")
 
 
 class _TelemetryFold:
@@ -45,7 +59,9 @@ class _TelemetryFold:
         self.ops_done: list[SandboxOperation] = []
         self.ops_running: dict[str, SandboxOperation] = {}
         self.count = 0
-        self.ids: dict[str, str] = {}  # interning: a million records share a handful of ids
+        # Interning: a million records share a handful of ids, phases and categories, so
+        # the spans keep one string each instead of one per record.
+        self.ids: dict[str, str] = {}
         self.reasons: dict[str, int] = {}  # partial span reason -> count
 
     def totals_of_time(self) -> tuple[float | None, float | None]:
@@ -67,11 +83,17 @@ class _TelemetryFold:
         self.dirty.clear()
         return self.span_seconds, self.orchestration
 
-    def _intern(self, key: tuple[str, str]) -> tuple[str, str]:
-        ids = self.ids
-        return (ids.setdefault(key[0], key[0]), ids.setdefault(key[1], key[1]))
+    def _clock(self, iteration: str, attempt: str) -> list:
+        clock = self.clocks.get((iteration, attempt))
+        if clock is None:
+            ids = self.ids
+            key = (ids.setdefault(iteration, iteration), ids.setdefault(attempt, attempt))
+            clock = self.clocks[key] = [None, None, key, 0.0, 0.0, 0.0]
+        self.dirty.add(clock[2])
+        return clock
 
-    def _close(self, span: PhaseSpan, key: tuple[str, str]) -> None:
+    def _close(self, span: PhaseSpan, clock: list) -> None:
+        """Keep a closed span and count it (every span but the explicit one, folded inline)."""
         self.spans.append(span)
         total = self.totals.get(span.phase)
         if total is None:
@@ -80,68 +102,119 @@ class _TelemetryFold:
         if start is not None and end is not None:
             wall = end - start
             total[0] += wall
-            self.clocks[key][3] += wall
+            clock[3] += wall
         total[1] += 1
         if span.measurement != "explicit":
             total[2] += 1
             self.reasons[span.reason or "partial"] = self.reasons.get(span.reason or "partial", 0) + 1
 
-    def add(self, record, at: float | None) -> None:
-        self.count += 1
-        key = (record.iteration_id, record.attempt_id)
-        mono = record.monotonic_seconds
-        clock = self.clocks.get(key)
-        if clock is None:
-            key = self._intern(key)  # spans of one attempt then share two id strings
-            self.clocks[key] = [mono, mono, key, 0.0, 0.0, 0.0]
-        else:
-            key = clock[2]
-            if mono is not None:
-                if clock[1] is None or mono > clock[1]:
-                    clock[1] = mono
-                if clock[0] is None or mono < clock[0]:
-                    clock[0] = mono
-        self.dirty.add(key)
-        event = record.event
-        if event == "phase_started":
-            phase = record.phase
-            previous = self.open.get(key)
-            if previous is not None:
-                self._close(PhaseSpan(key[0], key[1], previous[0], previous[1], mono, previous[2], at, "partial", "overlapping"), key)
-            self.open[key] = (phase, mono, at)
-        elif event == "phase_completed":
-            phase = record.phase
-            previous = self.open.pop(key, None)
-            if previous is None:
-                self._close(PhaseSpan(key[0], key[1], phase, None, mono, None, at, "partial", "orphan_end"), key)
-            elif previous[0] != phase:
-                self._close(PhaseSpan(key[0], key[1], previous[0], previous[1], mono, previous[2], at, "partial", "mismatched_end"), key)
-            else:
-                self._close(PhaseSpan(key[0], key[1], phase, previous[1], mono, previous[2], at, "explicit"), key)
-        elif event == "source_read":
-            self.reads.append(SourceRead(key[0], key[1], record.source_kind, record.reference, at, mono))
-        elif event == "sandbox_operation_started":
-            op_id = record.operation_id or f"unnamed-{self.count}"
-            self.ops_running[op_id] = SandboxOperation(op_id, record.category, key[0], key[1], at, mono, None, "running")
-        elif event == "sandbox_operation_completed":
-            op_id = record.operation_id or f"unnamed-{self.count}"
-            started = self.ops_running.pop(op_id, None)
-            duration = record.duration_seconds
-            status = record.status
-            self.ops_done.append(
-                SandboxOperation(
-                    op_id,
-                    record.category or (started.category if started else None),
-                    key[0],
-                    key[1],
-                    started.started_at if started else None,
-                    started.started_monotonic if started else None,
-                    duration if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None,
-                    status if status in ("succeeded", "failed") else "failed",
-                    record.exit_status,
-                    record.failure_type,
+    def add(self, records: Sequence, ats: Sequence) -> None:
+        """Fold records in file order, each with its wall-clock time (``at``).
+
+        This loop runs once per telemetry line of a cold ingest, so it is written for
+        speed. Consecutive records of one attempt (the usual case) form a run: the run
+        looks its attempt up once and keeps the attempt's clock bounds and open phase in
+        local variables, written back when the run ends. The explicit span, by far the
+        most common outcome, is folded inline; the partial ones go through ``_close``.
+        """
+        new = _new_tuple
+        intern = self.ids.setdefault
+        append_span = self.spans.append
+        totals = self.totals
+        count = self.count
+        iteration = attempt = None
+        clock: list = []
+        first = last = current = None  # the run's attempt: clock bounds and open phase
+        for record, at in zip(records, ats):
+            count += 1
+            if record.iteration_id != iteration or record.attempt_id != attempt:
+                if clock:
+                    self._end_run(clock, first, last, current)
+                iteration, attempt = record.iteration_id, record.attempt_id
+                clock = self._clock(iteration, attempt)
+                first, last, (iteration_id, attempt_id) = clock[0], clock[1], clock[2]  # interned ids
+                current = self.open.get(clock[2])
+            mono = record.monotonic_seconds
+            if mono is not None:  # first and last are both None or both set
+                if last is None:
+                    first = last = mono
+                elif mono > last:
+                    last = mono
+                elif mono < first:
+                    first = mono
+            event = record.event
+            if event == "phase_completed":
+                if current is None:
+                    phase = record.phase
+                    phase = phase if phase is None else intern(phase, phase)
+                    self._close(new(PhaseSpan, (iteration_id, attempt_id, phase, None, mono, None, at, "partial", "orphan_end", False)), clock)
+                else:
+                    phase, start, start_at = current
+                    current = None
+                    if phase == record.phase:
+                        append_span(new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "explicit", None, False)))
+                        total = totals.get(phase)
+                        if total is None:
+                            total = totals[phase] = [0.0, 0, 0]
+                        if start is not None and mono is not None:
+                            total[0] += mono - start
+                            clock[3] += mono - start
+                        total[1] += 1
+                    else:
+                        self._close(
+                            new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "mismatched_end", False)),
+                            clock,
+                        )
+            elif event == "phase_started":
+                if current is not None:
+                    phase, start, start_at = current
+                    self._close(
+                        new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "overlapping", False)),
+                        clock,
+                    )
+                phase = record.phase
+                current = (phase if phase is None else intern(phase, phase), mono, at)
+            elif event == "source_read":
+                kind = record.source_kind
+                self.reads.append(new(SourceRead, (iteration_id, attempt_id, kind if kind is None else intern(kind, kind), record.reference, at, mono)))
+            elif event == "sandbox_operation_started":
+                op_id = record.operation_id or f"unnamed-{count}"
+                category = record.category
+                self.ops_running[op_id] = new(
+                    SandboxOperation,
+                    (op_id, category if category is None else intern(category, category), iteration_id, attempt_id, at, mono, None, "running", None, None),
                 )
-            )
+            elif event == "sandbox_operation_completed":
+                op_id = record.operation_id or f"unnamed-{count}"
+                started = self.ops_running.pop(op_id, None)
+                category = record.category or (started.category if started else None)
+                self.ops_done.append(
+                    new(
+                        SandboxOperation,
+                        (
+                            op_id,
+                            category if category is None else intern(category, category),
+                            iteration_id,
+                            attempt_id,
+                            started.started_at if started else None,
+                            started.started_monotonic if started else None,
+                            record.duration_seconds,  # float or None: the record type guarantees it
+                            "succeeded" if record.status == "succeeded" else "failed",
+                            record.exit_status,
+                            record.failure_type,
+                        ),
+                    )
+                )
+        if clock:
+            self._end_run(clock, first, last, current)
+        self.count = count
+
+    def _end_run(self, clock: list, first: float | None, last: float | None, current: tuple | None) -> None:
+        clock[0], clock[1] = first, last
+        if current is None:
+            self.open.pop(clock[2], None)
+        else:
+            self.open[clock[2]] = current
 
 
 class Reducer:
@@ -165,47 +238,43 @@ class Reducer:
     # -- feeding -------------------------------------------------------------------------
 
     def feed(self, events: Iterable[ev.Event]) -> "Reducer":
-        # Telemetry dominates every real stream, so it takes a short path here; every
-        # other kind goes through ``apply``.
-        apply = self.apply
-        telemetry = ev.TELEMETRY
-        folds = self._telemetry
-        last_at = self._last_at
-        count = 0
+        # Telemetry dominates every real stream: consecutive telemetry events of one file
+        # are folded together; every other kind goes through ``apply``.
         self._snapshot = None
+        telemetry = ev.TELEMETRY
+        path = None
+        records: list = []
+        ats: list = []
         for event in events:
-            if event.kind is telemetry:
-                count += 1
-                fold = folds.get(event.path)
-                if fold is None:
-                    fold = folds[event.path] = _TelemetryFold()
-                at = event.at
-                if at is not None and (last_at is None or at > last_at):
-                    last_at = at
-                fold.add(event.data, at)
+            if event.kind == telemetry:
+                if event.path != path:
+                    if records:
+                        self._fold_telemetry(path, records, ats)
+                        records, ats = [], []
+                    path = event.path
+                records.append(event.data)
+                ats.append(event.at)
             else:
-                self._last_at = last_at
-                self._count += count
-                count = 0
-                apply(event)
-                last_at = self._last_at
-        self._last_at = last_at
-        self._count += count
+                if records:
+                    self._fold_telemetry(path, records, ats)
+                    records, ats = [], []
+                path = None
+                self.apply(event)
+        if records:
+            self._fold_telemetry(path, records, ats)
         return self
 
     def apply(self, event: ev.Event) -> None:
         self._snapshot = None
-        self._count += 1
         kind = event.kind
+        if kind == ev.TELEMETRY:
+            self._fold_telemetry(event.path, (event.data,), (event.at,))
+            return
+        self._count += 1
         at = event.at
         if at is not None and (self._last_at is None or at > self._last_at):
             self._last_at = at
-        if kind == ev.TELEMETRY:
-            fold = self._telemetry.get(event.path)
-            if fold is None:
-                fold = self._telemetry[event.path] = _TelemetryFold()
-            fold.add(event.data, at)
-        elif kind == ev.EVALUATION:
+        if kind == ev.EVALUATION:
             self._evaluations.setdefault(event.path, []).append(event.data)
         elif kind == ev.MEASURE_RUN:
             self._measure_runs.setdefault(event.path, []).append(event.data)
@@ -220,26 +289,23 @@ class Reducer:
             self._document_at[event.path] = at
             self._unreadable.pop((event.path, None), None)
 
-    def fold_telemetry(self, path: str, records: list) -> None:
-        """Fold decoded telemetry records without building an Event for each.
+    def fold_telemetry(self, path: str, records: Sequence) -> None:
+        """Fold decoded telemetry records of one file without building an Event for each.
 
-        The cold scan of ``status`` uses this: folding needs neither the byte offsets nor
-        the Event tuples, and skipping them makes a million-line scan a third faster.
-        Equivalent to ``feed`` with one TELEMETRY event per record.
+        The cold scan uses this: folding needs neither the byte offsets nor the Event
+        tuples. Equivalent to ``feed`` with one TELEMETRY event per record.
         """
         self._snapshot = None
+        self._fold_telemetry(path, records, record_epochs(records))
+
+    def _fold_telemetry(self, path: str, records: Sequence, ats: Sequence) -> None:
         fold = self._telemetry.get(path)
         if fold is None:
             fold = self._telemetry[path] = _TelemetryFold()
-        add = fold.add
-        last_at = self._last_at
-        for record in records:
-            ts = record.timestamp
-            at = ts.timestamp() if ts is not None and ts.tzinfo is not None else record_epoch(ts)
-            if at is not None and (last_at is None or at > last_at):
-                last_at = at
-            add(record, at)
-        self._last_at = last_at
+        fold.add(records, ats)
+        latest = _latest(ats)
+        if latest is not None and (self._last_at is None or latest > self._last_at):
+            self._last_at = latest
         self._count += len(records)
 
     def _forget(self, path: str, kind: str) -> None:
@@ -359,6 +425,14 @@ class Reducer:
         return state
 
 
+def _latest(ats: Sequence) -> float | None:
+    """The latest of the times (None when there is none), compared in C when none is missing."""
+    try:
+        return max(ats, default=None)
+    except TypeError:  # some records state no time
+        return max((at for at in ats if at is not None), default=None)
+
+
 def _version_key(version) -> tuple:
     number = getattr(version, "version", None)
     return (number is None, number if isinstance(number, int) else 0)
@@ -373,7 +447,7 @@ def _incumbent_curve(versions: tuple) -> tuple:
 
 
 def _with_alerts(state: EpisodeState) -> EpisodeState:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     alerts = evaluate_guards(state)
     return replace(state, alerts=alerts) if alerts else state

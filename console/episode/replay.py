@@ -19,11 +19,12 @@ import os
 import subprocess
 import time
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import orjson
+from msgspec.structs import replace
 
 from console.formats.problems import Unreadable
 
@@ -130,7 +131,7 @@ def _rebuild(kind: str, data, path: str):
     if kind == ev.UNREADABLE and isinstance(data, dict):
         return Unreadable(str(data.get("path")), data.get("offset"), str(data.get("error")))
     if kind == ev.GIT and isinstance(data, dict):
-        known = {k: v for k, v in data.items() if k in GitFacts.__dataclass_fields__}
+        known = {k: v for k, v in data.items() if k in GitFacts.__struct_fields__}
         for key in ("dirty_paths", "untracked_paths", "candidate_changes"):
             if isinstance(known.get(key), list):
                 known[key] = tuple(known[key])

@@ -3,13 +3,17 @@
 Widgets and the headless printers only ever see an ``EpisodeState``; they never parse
 files. Unknown values are ``None`` (never 0). Collections are tuples or read-only mappings
 so a snapshot handed to another thread cannot change under it.
+
+Records follow console.formats: ``msgspec.Struct`` (frozen), NamedTuples where hundreds of
+thousands are folded. Copy a state with a change through ``msgspec.structs.replace``.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass, field
+# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
+# each string annotation into a ForwardRef, doubling the cost of defining these records.
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple, Sequence
+
+import msgspec
 
 EMPTY: Mapping = MappingProxyType({})  # shared: read-only, so one instance serves all
 
@@ -39,8 +43,7 @@ class PhaseSpan(NamedTuple):
         return self.end_monotonic - self.start_monotonic
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseTotal:
+class PhaseTotal(msgspec.Struct, frozen=True):
     wall_seconds: float | None
     intervals: int
     measurement: str  # "explicit" when every interval is, else "partial"
@@ -68,8 +71,7 @@ class SandboxOperation(NamedTuple):
     failure_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Alert:
+class Alert(msgspec.Struct, frozen=True):
     code: str
     severity: str  # info | warning | error
     message: str
@@ -79,8 +81,7 @@ class Alert:
         return {"code": self.code, "severity": self.severity, "message": self.message, "path": self.path}
 
 
-@dataclass(frozen=True, slots=True)
-class EpisodeState:
+class EpisodeState(msgspec.Struct, frozen=True):
     campaign_root: str | None = None
     campaign: str | None = None
     worktree: str | None = None
@@ -95,10 +96,10 @@ class EpisodeState:
     git: Any = None  # episode.git_facts.GitFacts
     # Telemetry, folded.
     phase_spans: Sequence[PhaseSpan] = ()  # closed spans, file order (a read-only view)
-    phase_totals: Mapping[str, PhaseTotal] = field(default_factory=lambda: EMPTY)
+    phase_totals: Mapping[str, PhaseTotal] = EMPTY
     active_phase: PhaseSpan | None = None  # the most recently opened phase still running
     open_spans: tuple[PhaseSpan, ...] = ()  # every phase still open, one per iteration/attempt
-    partial_reasons: Mapping[str, int] = field(default_factory=lambda: EMPTY)  # why spans are partial, e.g. overlapping: 2
+    partial_reasons: Mapping[str, int] = EMPTY  # why spans are partial, e.g. overlapping: 2
     orchestration_seconds: float | None = None
     telemetry_span_seconds: float | None = None
     source_reads: Sequence[SourceRead] = ()
@@ -107,15 +108,15 @@ class EpisodeState:
     telemetry_events: int = 0
     # Evaluations, canonical memory, verification.
     evaluations: Sequence = ()  # formats.evaluations.EvaluationRecord, in file order
-    evaluations_by_sha: Mapping[str, tuple] = field(default_factory=lambda: EMPTY)
+    evaluations_by_sha: Mapping[str, tuple] = EMPTY
     versions: tuple = ()  # formats.memory.MemoryVersion, sorted by version number
     incumbent_curve: tuple = ()  # (version, latency_us_geomean or performance_score)
     profiles: tuple = ()  # console.profiling results, one per profile directory
     abba: tuple = ()  # formats.abba verdicts
-    abba_runs: Mapping[str, Sequence] = field(default_factory=lambda: EMPTY)  # runs.jsonl path -> AbbaRun as they complete
+    abba_runs: Mapping[str, Sequence] = EMPTY  # runs.jsonl path -> AbbaRun as they complete
     timeline_receipts: tuple = ()
     timeline_measurements: tuple = ()  # measurements (and live .runs.jsonl samples)
-    measure_runs: Mapping[str, Sequence] = field(default_factory=lambda: EMPTY)  # .runs.jsonl path -> run dicts as they arrive
+    measure_runs: Mapping[str, Sequence] = EMPTY  # .runs.jsonl path -> run dicts as they arrive
     jobs: tuple = ()  # formats.job_record.JobRecord, newest first
     # Problems.
     alerts: tuple[Alert, ...] = ()

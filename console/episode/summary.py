@@ -35,8 +35,9 @@ def to_jsonable(value: Any) -> Any:
             raw = getattr(value, "raw", None)
             return raw if isinstance(raw, dict) else {k: to_jsonable(v) for k, v in value._asdict().items()}
         return [to_jsonable(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return {k: to_jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
+    fields = getattr(value, "__struct_fields__", None)  # a record without its own to_json
+    if fields is not None:
+        return {k: to_jsonable(getattr(value, k)) for k in fields}
     return str(value)
 
 

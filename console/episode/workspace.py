@@ -1,16 +1,21 @@
 """Finding the campaign and the episode worktree from whatever path the operator gives.
 
-The operator may point at a campaign root or at an episode worktree. From a worktree,
-``git rev-parse --git-common-dir`` leads back to the campaign's ``.git``; from a campaign,
-episode worktrees live under ``<parent>/.atrex_long_horizon_worktrees/<campaign>/``.
+The operator may point at a campaign root or at an episode worktree. From a worktree, the
+git common directory (what ``git rev-parse --git-common-dir`` prints) leads back to the
+campaign's ``.git``; from a campaign, episode worktrees live under
+``<parent>/.atrex_long_horizon_worktrees/<campaign>/``.
+
+The repository is found from the files git itself reads (``.git``, its ``gitdir:`` line,
+``commondir``) rather than by running git: starting a git process costs more than the rest
+of a ``status`` whose git facts are cached.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from console.formats import jsonio
 
@@ -22,8 +27,7 @@ class WorkspaceError(Exception):
     """The path is not something episcope can show (message is one line)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Workspace:
+class Workspace(msgspec.Struct, frozen=True):
     campaign_root: Path
     worktree: Path | None  # the episode worktree shown (active, else newest), if any
     worktrees: tuple[Path, ...]  # every episode worktree of the campaign
@@ -51,21 +55,40 @@ def user_cache_dir(name: str) -> Path:
     return Path(base) / "episcope" / name
 
 
-def _git_paths(path: Path) -> tuple[Path, Path] | None:
-    """(common git dir, top level) of the repository holding ``path``, or None."""
+def git_dir(top: Path) -> Path | None:
+    """The git directory of the work tree ``top``: its ``.git`` directory, or where its
+    ``.git`` file points (an episode worktree); None when ``top`` has neither."""
+    dotgit = top / ".git"
+    if dotgit.is_dir():
+        return dotgit if (dotgit / "HEAD").is_file() else None
     try:
-        out = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        text = dotgit.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
         return None
-    lines = out.stdout.splitlines()
-    if out.returncode != 0 or len(lines) < 2:
+    if not text.startswith("gitdir:"):
         return None
-    return Path(lines[0]), Path(lines[1])
+    gitdir = (top / text[len("gitdir:"):].strip()).resolve()
+    return gitdir if (gitdir / "HEAD").is_file() else None
+
+
+def common_dir(gitdir: Path) -> Path:
+    """The repository's shared git directory (a worktree's ``commondir`` names it)."""
+    try:
+        shared = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return gitdir
+    return (gitdir / shared).resolve()
+
+
+def _git_paths(path: Path) -> tuple[Path, Path] | None:
+    """(common git dir, top level) of the repository holding ``path`` (resolved), or None."""
+    for top in (path, *path.parents):
+        gitdir = git_dir(top)
+        if gitdir is not None:
+            return common_dir(gitdir), top
+        if (top / ".git").is_file():
+            return None  # a worktree whose repository is gone: git stops here too
+    return None
 
 
 def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:

@@ -21,26 +21,26 @@ Standard library only at import time (the remote side runs on the GPU machine); 
 document readers import the orjson-based reader lazily.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
+# each string annotation into a ForwardRef, doubling the cost of defining these records.
 import math
 import os
-from dataclasses import dataclass, replace
+import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from .evaluations import EvaluatorResult, parse_result_json
-from .fields import Fields, JsonRecord, loads_lenient, positive_finite, read_document
+from .fields import Fields, loads_lenient, positive_finite, raw_json, read_document
 from .problems import FormatError, ReadResult
 
 ABBA_PREFIX = "__ATREX_LONG_HORIZON_ABBA_RESULT__="
 REVISIONS = ("incumbent", "candidate")
 GATES = ("PASS", "FAIL", "ERROR")
 PAYLOAD_SCHEMA = 1
+_REQUEST_NAME = re.compile(r"request-[0-9]{4}\.json")
 
 
-@dataclass(frozen=True, slots=True)
-class AbbaRun(JsonRecord):
+class AbbaRun(NamedTuple):
     """One evaluator run of one revision inside the shared GPU allocation."""
 
     revision: str
@@ -50,6 +50,8 @@ class AbbaRun(JsonRecord):
     stdout_tail: str | None
     stderr_tail: str | None
     raw: dict
+
+    to_json = raw_json
 
     @property
     def valid(self) -> bool:
@@ -62,8 +64,7 @@ class AbbaRun(JsonRecord):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class AbbaRunBatch(JsonRecord):
+class AbbaRunBatch(NamedTuple):
     """The run payload of ``result-NNNN.json`` / ``result.json`` / the remote result line."""
 
     schema_version: int | None
@@ -72,15 +73,18 @@ class AbbaRunBatch(JsonRecord):
     shape_batch_count: int | None
     raw: dict
 
+    to_json = raw_json
 
-@dataclass(frozen=True, slots=True)
-class AbbaRequest(JsonRecord):
+
+class AbbaRequest(NamedTuple):
     schema_version: int | None
     schedule: tuple[tuple[str, int], ...]
     command: tuple[str, ...] | None
     run_timeout_seconds: int | float | None
     manifests: Mapping[str, Any] | None
     raw: dict
+
+    to_json = raw_json
 
     @property
     def repeats(self) -> int | None:
@@ -90,8 +94,7 @@ class AbbaRequest(JsonRecord):
         return max(repeat for _, repeat in self.schedule) + 1
 
 
-@dataclass(frozen=True, slots=True)
-class AbbaVerdict(JsonRecord):
+class AbbaVerdict(NamedTuple):
     gate: str  # PASS | FAIL | ERROR
     candidate_latency_us: float | None
     incumbent_latency_us: float | None
@@ -345,13 +348,16 @@ def read_abba_verdict(
                 raise FormatError(f"neither a verdict (gate) nor a run payload (runs): {exc}") from None
             return AbbaVerdict("ERROR", None, None, None, (), f"malformed run payload: {exc}", name, None, None, obj)
         count = repeats if repeats is not None else _request_repeats(Path(path).parent)
-        return replace(verdict_from_batch(batch, count, min_improvement_pct, artifact=name), raw=obj)
+        return verdict_from_batch(batch, count, min_improvement_pct, artifact=name)._replace(raw=obj)
 
     return _read(path, parse)
 
 
 def _request_repeats(directory: Path) -> int | None:
     # Writers number batches from 0000 or from 0001; the first request names R.
-    requests = sorted(directory.glob("request-[0-9][0-9][0-9][0-9].json"))
+    try:
+        requests = sorted(directory / name for name in os.listdir(directory) if _REQUEST_NAME.fullmatch(name))
+    except OSError:
+        return None
     request = read_abba_request(requests[0]).value if requests else None
     return None if request is None else request.repeats

@@ -9,14 +9,13 @@ Standard library only (json, not orjson): the evaluator side runs on the GPU mac
 Python's json also accepts the NaN tokens an evaluator writes for a NaN-producing kernel.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
+# each string annotation into a ForwardRef, doubling the cost of defining these records.
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
-from .fields import Fields, JsonRecord, loads_lenient
+from .fields import Fields, loads_lenient, raw_json
 from .problems import FormatError
 
 RESULT_PREFIX = "[test_kernel] RESULT_JSON="
@@ -26,8 +25,7 @@ GATEWAY_KINDS = ("run", "dev")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-@dataclass(frozen=True, slots=True)
-class EvaluatorResult(JsonRecord):
+class EvaluatorResult(NamedTuple):
     """One evaluator verdict (the RESULT_JSON object)."""
 
     all_pass: bool
@@ -43,6 +41,8 @@ class EvaluatorResult(JsonRecord):
     performance_objective: str | None  # newer generation
     performance_score: float | None  # newer generation
     raw: dict
+
+    to_json = raw_json
 
     @property
     def consistent(self) -> bool:
@@ -99,8 +99,7 @@ def find_result_line(text: str | bytes) -> EvaluatorResult | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class EvaluationRecord(JsonRecord):
+class EvaluationRecord(NamedTuple):
     """One line of ``evaluations.jsonl``."""
 
     schema_version: int
@@ -110,6 +109,8 @@ class EvaluationRecord(JsonRecord):
     kernel_sha256: str | None  # None for schema 1, which predates fingerprints
     result: EvaluatorResult
     raw: dict
+
+    to_json = raw_json
 
     @property
     def measured_at(self) -> float | None:

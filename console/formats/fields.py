@@ -213,18 +213,11 @@ class Fields:
         return tuple(out)
 
 
-class JsonRecord:
-    """Base of every parsed record.
-
-    ``to_json()`` gives the document as it was read, so that parsing it again yields the
-    same record (replay re-parses recorded events); records a reader derives add to it or
-    override it.
-    """
-
-    __slots__ = ()
-
-    def to_json(self) -> dict:
-        return dict(self.raw)
+def raw_json(record) -> dict:
+    """``to_json`` of a parsed record (``to_json = raw_json`` in its class): the document as
+    it was read, so that parsing it again yields the same record (replay re-parses recorded
+    events). Records a reader derives write their own ``to_json``."""
+    return dict(record.raw)
 
 
 def loads_lenient(data: bytes | str) -> Any:

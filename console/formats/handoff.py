@@ -10,23 +10,25 @@ fact checked elsewhere; this module only reads the document.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
-from .fields import Fields, JsonRecord, read_document
+import msgspec
+
+from .fields import Fields, raw_json, read_document
 from .problems import FormatError, ReadResult
 
 AGENT_STATUSES = ("candidate_ready", "staged_ready", "pivot", "blocked")
 STATUSES = AGENT_STATUSES + ("invalid_handoff", "interrupted")
 
 
-@dataclass(frozen=True, slots=True)
-class Handoff(JsonRecord):
+class Handoff(msgspec.Struct, frozen=True):
     status: str
     candidate_commit: str | None
     last_trial_commit: str | None
     checkpoint_commit: str | None  # newer generation (staged hand-offs)
     raw: dict
+
+    to_json = raw_json
 
 
 def parse_handoff(obj: Any) -> Handoff:

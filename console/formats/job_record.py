@@ -6,13 +6,12 @@ the sandbox itself consults records on the GPU machine, where orjson is absent, 
 workspace holds only a handful of these small documents.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
+# each string annotation into a ForwardRef, doubling the cost of defining these records.
 import os
-from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .plainjson import read_json_document
 from .problems import FormatError, ReadResult, Unreadable
@@ -24,8 +23,7 @@ SANDBOX_DIR = Path(".atrex_long_horizon") / "sandbox"
 RECORD_NAME = "job.json"
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
+class JobRecord(NamedTuple):
     """One sandbox job as its record states it; fields the record lacks are ``None``."""
 
     job_id: str
@@ -66,14 +64,11 @@ class JobRecord:
         return (end - start).total_seconds()
 
     def to_json(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "raw"}
+        out = {name: value for name, value in zip(self._fields, self) if name != "raw"}
         for key in ("argv", "sync", "synced", "refused"):
             if out[key] is not None:
                 out[key] = list(out[key])
         return out
-
-
-_FIELD_NAMES = tuple(f.name for f in fields(JobRecord))
 
 
 def _instant(text: str | None) -> datetime | None:

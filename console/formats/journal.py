@@ -9,10 +9,11 @@ reported, the rest of the journal is kept.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from .fields import Fields, JsonRecord, read_document, render_text
+import msgspec
+
+from .fields import Fields, raw_json, read_document, render_text
 from .problems import ReadResult
 
 STATES = ("in_progress", "candidate_ready", "staged_ready", "pivot", "blocked")
@@ -20,8 +21,7 @@ DECISIONS = ("continue", "revert", "pivot", "keep_as_best", "reject_and_continue
 EXPERIMENT_KEYS = ("name", "hypothesis", "change", "evidence", "result", "decision", "timestamp")
 
 
-@dataclass(frozen=True, slots=True)
-class Experiment(JsonRecord):
+class Experiment(msgspec.Struct, frozen=True):
     name: str | None
     hypothesis: str | None
     change: str | None
@@ -31,17 +31,20 @@ class Experiment(JsonRecord):
     timestamp: str | None
     raw: dict
 
+    to_json = raw_json
+
 
 def parse_experiment(obj: Any, where: str | None = None) -> Experiment:
     f = Fields(obj, where)
     return Experiment(*(render_text(f.value(key)) for key in EXPERIMENT_KEYS), raw=obj)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome(JsonRecord):
+class Outcome(msgspec.Struct, frozen=True):
     summary: str | None
     next_directions: tuple[str, ...] | None
     raw: dict
+
+    to_json = raw_json
 
 
 def parse_outcome(obj: Any, where: str) -> Outcome:
@@ -49,8 +52,7 @@ def parse_outcome(obj: Any, where: str) -> Outcome:
     return Outcome(summary=f.string("summary"), next_directions=f.strings("next_directions"), raw=obj)
 
 
-@dataclass(frozen=True, slots=True)
-class Journal(JsonRecord):
+class Journal(msgspec.Struct, frozen=True):
     schema_version: int | None
     episode: int | None
     memory_version: int | None

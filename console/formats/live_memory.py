@@ -7,18 +7,18 @@ curve. Older mirrors carry only a few of the fields; the rest stay ``None``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
-from .fields import Fields, JsonRecord, read_document
+import msgspec
+
+from .fields import Fields, raw_json, read_document
 from .journal import Experiment, Outcome, parse_experiment, parse_outcome
 from .problems import ReadResult
 
 SCHEMA_VERSION = "atrex_long_horizon_live_v1"
 
 
-@dataclass(frozen=True, slots=True)
-class LiveMemory(JsonRecord):
+class LiveMemory(msgspec.Struct, frozen=True):
     schema_version: str | None
     canonical: bool | None
     canonical_memory_recorded: bool | None
@@ -38,6 +38,8 @@ class LiveMemory(JsonRecord):
     canonical_memory: str | None
     accepted: bool | None
     raw: dict
+
+    to_json = raw_json
 
 
 def parse_live_memory(obj: Any) -> LiveMemory:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import PurePath
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from .fields import Fields, JsonRecord, is_number, read_document
+import msgspec
+
+from .fields import Fields, is_number, read_document
 from .problems import ReadResult
 
 _FILE = re.compile(r"v(\d{1,9})\.json")
@@ -29,8 +30,7 @@ LATENCY = "latency_us_geomean"
 SCORE = "performance_score"
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryVersion(JsonRecord):
+class MemoryVersion(msgspec.Struct, frozen=True):
     version: int | None
     masked: bool | None
     timestamp: str | None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -72,6 +71,8 @@ def append_json_line(path: str | os.PathLike, obj: Any) -> None:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it over: never half a file."""
+    import tempfile  # only writers need it; readers start faster without
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -104,7 +105,8 @@ def read_json_document(
     """
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:  # not Path(path): a status reads dozens of documents
+            data = fh.read()
     except FileNotFoundError:
         return ReadResult(None)
     except OSError as exc:

@@ -1,9 +1,12 @@
-"""How a reader reports what it could not read, without losing what it could."""
+"""How a reader reports what it could not read, without losing what it could.
 
-from __future__ import annotations
+Standard library only (NamedTuple records): every reader, the GPU-side ones included,
+imports this.
+"""
 
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
+# each string annotation into a ForwardRef, doubling the cost of defining these records.
+from typing import Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -12,8 +15,7 @@ class FormatError(ValueError):
     """A record or document that does not follow its format; the message is one line."""
 
 
-@dataclass(frozen=True, slots=True)
-class Unreadable:
+class Unreadable(NamedTuple):
     """One record (or whole document) a reader could not use.
 
     ``offset`` is the byte offset of the record in ``path`` (``None`` for whole documents).
@@ -31,8 +33,7 @@ class Unreadable:
         return f"{where}: {self.error}"
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult(Generic[T]):
+class ReadResult(NamedTuple, Generic[T]):
     """What a document reader returns: the value (or ``None``) plus every problem met."""
 
     value: T | None

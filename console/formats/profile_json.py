@@ -6,8 +6,9 @@ kernels_omitted) read; a field that is missing or of the wrong type is None, nev
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from .jsonio import loads, read_json_document
 from .problems import FormatError, ReadResult
@@ -28,8 +29,7 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-@dataclass(frozen=True, slots=True)
-class ProfileKernel:
+class ProfileKernel(msgspec.Struct, frozen=True):
     name: str
     duration_ns: float | None
     compute_sol_pct: float | None
@@ -39,7 +39,7 @@ class ProfileKernel:
     bound: str | None
     diagnostics: tuple[dict, ...]
     metrics: dict
-    raw: dict = field(repr=False)
+    raw: dict
 
     @property
     def pattern_ids(self) -> tuple[str, ...]:
@@ -51,8 +51,7 @@ class ProfileKernel:
                 "bound": self.bound, "diagnostics": list(self.diagnostics), "metrics": dict(self.metrics)}
 
 
-@dataclass(frozen=True, slots=True)
-class GatewayProfile:
+class GatewayProfile(msgspec.Struct, frozen=True):
     profiler: str | None
     level: str | None
     kernels: tuple[ProfileKernel, ...]
@@ -64,7 +63,7 @@ class GatewayProfile:
     note: str | None
     symptoms: tuple[str, ...]
     localize: tuple[str, ...]
-    raw: dict = field(repr=False)
+    raw: dict
 
     def to_json(self) -> dict:
         return {"profiler": self.profiler, "level": self.level, "kernels": [k.to_json() for k in self.kernels],

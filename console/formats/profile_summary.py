@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from console.profiling.summary_text import parse
 
@@ -14,8 +14,7 @@ from .problems import FormatError, ReadResult, Unreadable, one_line
 EVIDENCE_STATUSES = ("ok", "missing", "error", "skipped")
 
 
-@dataclass(frozen=True, slots=True)
-class ProfileSummary:
+class ProfileSummary(msgspec.Struct, frozen=True):
     kernel: str | None
     duration_us: float | None
     patterns: tuple[tuple[str, str, str, tuple[str, ...]], ...]  # (id, severity, label, evidence)
@@ -23,7 +22,7 @@ class ProfileSummary:
     localize: tuple[str, ...]
     stalls: tuple[tuple[str, float], ...]
     fields: dict
-    raw: dict = field(repr=False)
+    raw: dict
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "duration_us": self.duration_us,
@@ -43,7 +42,8 @@ def parse_profile_summary(text: str) -> ProfileSummary:
 def read_profile_summary(path) -> ReadResult[ProfileSummary]:
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
     except FileNotFoundError:
         return ReadResult(None)
     except OSError as exc:
@@ -54,8 +54,7 @@ def read_profile_summary(path) -> ReadResult[ProfileSummary]:
         return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
 
 
-@dataclass(frozen=True, slots=True)
-class EvidenceEntry:
+class EvidenceEntry(msgspec.Struct, frozen=True):
     name: str
     json: str | None
     txt: str | None
@@ -66,11 +65,10 @@ class EvidenceEntry:
         return {"name": self.name, "json": self.json, "txt": self.txt, "purpose": self.purpose, "status": self.status}
 
 
-@dataclass(frozen=True, slots=True)
-class SourceEvidence:
+class SourceEvidence(msgspec.Struct, frozen=True):
     schema: str | None
     evidence: tuple[EvidenceEntry, ...]
-    raw: dict = field(repr=False)
+    raw: dict
 
     def to_json(self) -> dict:
         return {"schema": self.schema, "evidence": [e.to_json() for e in self.evidence]}

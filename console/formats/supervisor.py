@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+import msgspec
+
 from .abba import AbbaVerdict, parse_verdict
-from .fields import Fields, JsonRecord, read_document
+from .fields import Fields, raw_json, read_document
 from .problems import ReadResult
 
 LOG_PREFIX = "[long-horizon]"
@@ -57,8 +58,7 @@ _COUNTERS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt(JsonRecord):
+class Attempt(msgspec.Struct, frozen=True):
     episode: int | None
     version: int | None  # memory version, written as N or "vN"
     mode: str | None
@@ -83,6 +83,8 @@ class Attempt(JsonRecord):
     promotion_commit: str | None
     outcome_commit: str | None
     raw: dict
+
+    to_json = raw_json
 
 
 def parse_attempt(obj: Any, where: str | None = None) -> Attempt:
@@ -126,8 +128,7 @@ def read_attempt(path: str | os.PathLike) -> ReadResult[Attempt]:
     return read_document(path, lambda obj, note: parse_attempt(obj))
 
 
-@dataclass(frozen=True, slots=True)
-class SupervisorState(JsonRecord):
+class SupervisorState(msgspec.Struct, frozen=True):
     episodes: int | None
     accepted: int | None
     rejected: int | None
@@ -164,8 +165,7 @@ def read_state(path: str | os.PathLike) -> ReadResult[SupervisorState]:
     return read_document(path, parse_state)
 
 
-@dataclass(frozen=True, slots=True)
-class ActiveEpisode(JsonRecord):
+class ActiveEpisode(msgspec.Struct, frozen=True):
     episode: int | None
     memory_version: int | None
     base_commit: str | None
@@ -180,6 +180,8 @@ class ActiveEpisode(JsonRecord):
     resumed_from_phase: str | None
     restart_count: int | None
     raw: dict
+
+    to_json = raw_json
 
     @property
     def known_mode(self) -> bool:

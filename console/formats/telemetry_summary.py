@@ -7,19 +7,19 @@ no numbers, and a missing count is never shown as zero tokens.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .fields import Fields, JsonRecord, read_document
+import msgspec
+
+from .fields import Fields, raw_json, read_document
 from .problems import ReadResult
 
 SCHEMA_VERSION = "atrex_long_horizon_episode_telemetry_v1"
 MEASUREMENTS = ("exact", "partial", "unavailable")
 
 
-@dataclass(frozen=True, slots=True)
-class TokenUsage(JsonRecord):
+class TokenUsage(msgspec.Struct, frozen=True):
     input_tokens: int | None
     output_tokens: int | None
     cache_read_tokens: int | None
@@ -27,6 +27,8 @@ class TokenUsage(JsonRecord):
     total_tokens: int | None
     measurement: str | None
     raw: dict
+
+    to_json = raw_json
 
 
 def parse_token_usage(obj: Any, where: str) -> TokenUsage:
@@ -48,13 +50,14 @@ def _usage(f: Fields | None, key: str) -> TokenUsage | None:
     return parse_token_usage(f.value(key), f.name(key))
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseTokens(JsonRecord):
+class PhaseTokens(msgspec.Struct, frozen=True):
     usage: TokenUsage | None
     interval_count: int | None
     measurement: str | None
     reason: str | None
     raw: dict
+
+    to_json = raw_json
 
 
 def _phase(obj: Any, where: str) -> PhaseTokens:
@@ -68,8 +71,7 @@ def _phase(obj: Any, where: str) -> PhaseTokens:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TelemetrySummary(JsonRecord):
+class TelemetrySummary(msgspec.Struct, frozen=True):
     schema_version: str | None
     episode: int | None
     version: int | None  # memory version ("vN")
@@ -89,6 +91,8 @@ class TelemetrySummary(JsonRecord):
     phase_measurement: str | None
     phase_reason_codes: tuple[str, ...] | None
     raw: dict
+
+    to_json = raw_json
 
 
 def parse_telemetry_summary(obj: Any) -> TelemetrySummary:

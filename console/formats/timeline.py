@@ -7,8 +7,10 @@ object is kept as ``raw``. A document whose ``schema`` names another artifact is
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from .jsonio import JSONDecodeError, loads, read_json_document
 from .problems import FormatError, ReadResult
@@ -44,8 +46,7 @@ def _dict(value: Any) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-@dataclass(frozen=True, slots=True)
-class TimelineReceipt:
+class TimelineReceipt(msgspec.Struct, frozen=True):
     backend: str | None
     stage: str | None
     evidence_class: str | None
@@ -69,7 +70,7 @@ class TimelineReceipt:
     path: str | None = None
 
     def to_json(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+        out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
         if self.classification_reasons is not None:
             out["classification_reasons"] = list(self.classification_reasons)
         return out
@@ -104,8 +105,7 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TimelineSummary:
+class TimelineSummary(msgspec.Struct, frozen=True):
     committed_records: int | None
     canonical_events: int | None
     ranges: int | None
@@ -119,7 +119,7 @@ class TimelineSummary:
     raw: dict
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+        return {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
 
 
 def summary_from_obj(obj: Any) -> TimelineSummary:
@@ -133,8 +133,7 @@ def summary_from_obj(obj: Any) -> TimelineSummary:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TimelineMeasurement:
+class TimelineMeasurement(msgspec.Struct, frozen=True):
     baseline_ms: float | None
     instrumented_ms: float | None
     overhead_percent: float | None
@@ -151,7 +150,7 @@ class TimelineMeasurement:
     raw: dict
 
     def to_json(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+        out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
         out["runs"] = list(self.runs)
         out["schedule"] = None if self.schedule is None else list(self.schedule)
         return out
@@ -185,8 +184,7 @@ def measurement_from_obj(obj: Any) -> TimelineMeasurement:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class MeasureRun:
+class MeasureRun(msgspec.Struct, frozen=True):
     """One line of ``<measurement>.runs.jsonl``: a run, a block's statistics, or the end."""
 
     event: str  # run | block | done | rejected
@@ -204,7 +202,7 @@ class MeasureRun:
     raw: dict
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "raw"}
+        return {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
 
 
 def parse_measure_run_line(line: bytes | str) -> MeasureRun:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 from console.formats.problems import Unreadable
 from console.formats.profile_json import GatewayProfile, read_gateway_profile
 from console.formats.profile_summary import read_profile_summary
 
 
-@dataclass(frozen=True, slots=True)
-class ProfileResult:
+class ProfileResult(msgspec.Struct, frozen=True):
     dir: str
     level: str | None
     kernels: tuple  # ProfileKernel, longest first
