@@ -1,7 +1,7 @@
 """Small helpers every pane shares: reading fields of documents written by other modules,
 showing unknown values as N/A (never 0), and syncing a DataTable cell by cell.
 
-The documents the panes show come from several readers (dataclasses, NamedTuples, plain
+The documents the panes show come from several readers (msgspec Structs, NamedTuples, plain
 dicts from a recording); ``get`` reads any of them by name and treats a missing field as
 unknown.
 """
