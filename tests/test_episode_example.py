@@ -64,6 +64,18 @@ def test_status_of_the_recorded_episode(cache_env):
     assert doc["sandbox"]["failed"] == 0 and doc["sandbox"]["succeeded"] >= 11
 
 
+def test_jobs_of_the_recorded_episode(cache_env):
+    """A reviewer lists the archive's sandbox jobs the way status reads it."""
+    proc = cli("jobs", "--json", str(ARCHIVE), env=cache_env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    jobs = doc["jobs"]
+    assert doc["unreadable"] == [] and len(jobs) >= 11 and {job["state"] for job in jobs} == {"succeeded"}
+    assert {job["kind"] for job in jobs} >= {"profile", "run"}
+    missing = cli("jobs", str(ARCHIVE.with_name("missing.tar.gz")), env=cache_env)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
 def test_unpacked_once_and_worktree_repaired(cache_env, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", cache_env["XDG_CACHE_HOME"])
     campaign = open_archive(ARCHIVE)

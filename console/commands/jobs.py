@@ -32,6 +32,13 @@ def add_arguments(parser) -> None:
 def _roots(path: str) -> list[Path]:
     from console.episode.workspace import WorkspaceError, resolve_workspace
 
+    if path.endswith((".tar.gz", ".tgz")):  # a packed episode: its unpacked copy's roots
+        try:
+            return [root.resolve() for root in resolve_workspace(path).roots]
+        except WorkspaceError as exc:
+            from console.cli import CommandError
+
+            raise CommandError(str(exc)) from None
     start = Path(path).expanduser()
     if not start.is_dir():
         from console.cli import CommandError
