@@ -109,8 +109,8 @@ class Recorder {
   // unconditionally (no per-event drop flag): on the H200 sweep kernel this costs about a
   // third less than one predicated asm block with a 16-byte store and a drop register,
   // because it disturbs the surrounding loop's code less (benchmarks/timeline_overhead_sweep.py).
-  // The second store carries the tag, whose committed bit makes a half-written record
-  // visible to the decoder as uncommitted.
+  // A record cut in half (a kernel killed between its two stores, in either order) has no
+  // committed bit or a zero timestamp, and the decoder rejects both.
   __device__ __forceinline__ void emit(unsigned int site, unsigned int kind, unsigned int payload, unsigned int flags) {
     const unsigned int tag = tag_ | ((flags & 7u) << 28) | ((kind & 3u) << 16) | (site & 0xFFFFu);
     unsigned long long now;
