@@ -300,11 +300,10 @@ def test_unreadable_paths_are_reported_not_raised(scratch):
 @given(lines=st.lists(st.one_of(st.binary(max_size=40),
                                 damaged_bytes(LINE_PARSERS[0][2]),
                                 mutated(LINE_PARSERS[0][2]).map(lambda d: json.dumps(d).encode())), max_size=5))
-def test_telemetry_block_decoding_raises_only_decode_errors(lines):
+def test_telemetry_batch_decoding_raises_only_decode_errors(lines):
     import msgspec
 
-    block = b"".join(line.replace(b"\n", b" ") + b"\n" for line in lines)
     try:
-        telemetry.decode_telemetry_lines(block)
+        telemetry.decode_telemetry_each([line.replace(b"\n", b" ") for line in lines])
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass

@@ -170,10 +170,7 @@ class Ingest:
                     for batch in (self.read_lines_batched(kind, path) if kind in LINE_PARSERS else [self._read(kind, path)]):
                         reducer.feed(batch)
                     continue
-                known = self._tailers.get(path)
-                if known is None:
-                    known = self._tailers[path] = (ev.TELEMETRY, Tailer(path))
-                for base, lines in known[1].batches():
+                for base, lines in self._tailer(kind, path).batches():
                     records = _decode_lines(lines)
                     if records is not None:
                         reducer.fold_telemetry(path, records)
@@ -253,12 +250,16 @@ class Ingest:
             return self._read_profile(os.path.dirname(path))
         return self._read_document(kind, path)
 
-    def read_lines_batched(self, kind: str, path: str) -> Iterator[list[Event]]:
-        """Line events in chunk-sized batches (the cold-ingest path for huge files)."""
+    def _tailer(self, kind: str, path: str) -> Tailer:
+        """The line file's tailer, made on first use; it remembers how far the file was read."""
         known = self._tailers.get(path)
         if known is None:
             known = self._tailers[path] = (kind, Tailer(path))
-        tailer = known[1]
+        return known[1]
+
+    def read_lines_batched(self, kind: str, path: str) -> Iterator[list[Event]]:
+        """Line events in chunk-sized batches (the cold-ingest path for huge files)."""
+        tailer = self._tailer(kind, path)
         first = True
         for batch in tailer.batches():
             out: list[Event] = []

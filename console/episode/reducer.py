@@ -145,8 +145,7 @@ class _TelemetryFold:
             event = record.event
             if event == "phase_completed":
                 if current is None:
-                    phase = record.phase
-                    phase = phase if phase is None else intern(phase, phase)
+                    phase = intern(record.phase, record.phase)  # a phase marker always has one
                     self._close(new(PhaseSpan, (iteration_id, attempt_id, phase, None, mono, None, at, "partial", "orphan_end", False)), clock)
                 else:
                     phase, start, start_at = current
@@ -172,8 +171,7 @@ class _TelemetryFold:
                         new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "overlapping", False)),
                         clock,
                     )
-                phase = record.phase
-                current = (phase if phase is None else intern(phase, phase), mono, at)
+                current = (intern(record.phase, record.phase), mono, at)
             elif event == "source_read":
                 kind = record.source_kind
                 self.reads.append(new(SourceRead, (iteration_id, attempt_id, kind if kind is None else intern(kind, kind), record.reference, at, mono)))

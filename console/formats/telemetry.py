@@ -137,19 +137,6 @@ def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
         raise FormatError(f"invalid UTF-8: {exc}") from None
 
 
-def decode_telemetry_lines(data: bytes | memoryview) -> list[TelemetryRecord]:
-    """Decode a block of whole lines at once; raises on the first bad line.
-
-    msgspec reads the block as a stream of JSON values: blank lines are skipped and two
-    records on one line are two records. Ingest uses ``decode_telemetry_each`` instead,
-    which holds every line to exactly one record.
-    """
-    try:
-        return _decoder.decode_lines(data)
-    except UnicodeDecodeError as exc:  # keep the DecodeError contract callers catch
-        raise msgspec.DecodeError(f"invalid UTF-8: {exc}") from None
-
-
 def decode_telemetry_each(lines: list[bytes]) -> list[TelemetryRecord]:
     """Decode lines, one record each, in one C loop; raises msgspec's DecodeError or
     ValidationError on the first line that is not exactly one record (a blank one too)."""

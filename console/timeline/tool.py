@@ -193,13 +193,21 @@ def run_measure(args) -> int:
     return EXIT_OK if artifact["verdict"] == "within_target" else EXIT_FAILURE
 
 
-def run_capture_iket(args) -> int:
-    from .iket_capture import IketCaptureError, capture
+def _capture_iket(args, output_dir: str):
+    """Run the workload under run-iket into ``output_dir``: (attempt dir, record, problems);
+    raises IketCaptureError or OSError when it cannot run."""
+    from .iket_capture import capture
 
     command = args.workload[1:] if args.workload[:1] == ["--"] else args.workload
+    return capture(command, output_dir, run_iket=args.run_iket, extra_profile_args=tuple(args.profile_arg),
+                   timeout=args.timeout)
+
+
+def run_capture_iket(args) -> int:
+    from .iket_capture import IketCaptureError
+
     try:
-        attempt, record, problems = capture(command, args.output_dir, run_iket=args.run_iket,
-                                            extra_profile_args=tuple(args.profile_arg), timeout=args.timeout)
+        attempt, record, problems = _capture_iket(args, args.output_dir)
     except (IketCaptureError, OSError) as exc:
         return _reject(str(exc))
     print(json.dumps({"run_dir": str(attempt), "exit_code": record["exit_code"], "accepted": record["accepted"],
@@ -241,12 +249,10 @@ def run_export_iket(args) -> int:
 
 
 def run_profile_iket(args) -> int:
-    from .iket_capture import IketCaptureError, capture
+    from .iket_capture import IketCaptureError
 
-    command = args.workload[1:] if args.workload[:1] == ["--"] else args.workload
     try:
-        attempt, _, problems = capture(command, args.capture_dir, run_iket=args.run_iket,
-                                       extra_profile_args=tuple(args.profile_arg), timeout=args.timeout)
+        attempt, _, problems = _capture_iket(args, args.capture_dir)
     except (IketCaptureError, OSError) as exc:
         return _reject(str(exc))
     if problems:
