@@ -284,3 +284,13 @@ def test_naive_offset_and_missing_timestamps_keep_their_times(campaign):
     assert [e.at for e in session.scan_events() if e.kind == ev.TELEMETRY] == expected
     status = Session(worktree).scan()
     assert [r.at for r in status.source_reads] == expected
+
+
+def test_the_compiled_telemetry_decoder_is_built():
+    """The cold-ingest goal needs it; without it ingest reads telemetry through msgspec."""
+    from console.formats import telemetry
+
+    assert telemetry.COMPILED, (
+        "console/formats/_telemetry_rows.c is not compiled: install a C compiler and reinstall episcope "
+        "(pip install -e .)"
+    )

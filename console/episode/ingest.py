@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 
 from console.formats.problems import FormatError, Unreadable, one_line
-from console.formats.telemetry import decode_telemetry_each, record_epoch, record_epochs
+from console.formats.telemetry import decode_telemetry_block, decode_telemetry_each, record_epoch, record_epochs
 
 from . import events as ev
 from .clock import iso_to_epoch
@@ -160,8 +160,9 @@ class Ingest:
     def scan_into(self, reducer) -> None:
         """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
-        Telemetry batches that decode cleanly go to ``Reducer.fold_telemetry`` without
-        per-line offsets or Event objects; everything else goes through events as usual.
+        Telemetry blocks that decode cleanly go to ``Reducer.fold_telemetry_rows`` as
+        rows, without per-line offsets or Event objects; a block with a bad line, and
+        everything else, goes through events as usual.
         """
         with _collector_paused():
             found = sorted(self._walk(), key=lambda item: (item[0] in LINE_PARSERS, item[1]))
@@ -170,13 +171,13 @@ class Ingest:
                     for batch in (self.read_lines_batched(kind, path) if kind in LINE_PARSERS else [self._read(kind, path)]):
                         reducer.feed(batch)
                     continue
-                for base, lines in self._tailer(kind, path).batches():
-                    records = _decode_lines(lines)
-                    if records is not None:
-                        reducer.fold_telemetry(path, records)
+                for base, block in self._tailer(kind, path).blocks():
+                    decoded = decode_telemetry_block(block)
+                    if decoded is not None:
+                        reducer.fold_telemetry_rows(path, *decoded)
                     else:
                         out: list[Event] = []
-                        _record_events(ev.TELEMETRY, (base, lines), path, out)
+                        _record_events(ev.TELEMETRY, (base, bytes(block).split(b"\n")), path, out)
                         reducer.feed(out)
             reducer.feed(self._git_events(force=True))
 

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Iterable, Sequence
 
 from . import events as ev
-from console.formats.telemetry import record_epochs
+from console.formats.telemetry import record_epochs, record_rows, row_of
 
 from .clock import iso_to_epoch
 from .guards import evaluate_guards
@@ -26,11 +26,9 @@ from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, Source
 from .views import Prefix, combine
 
 
-# Spans, reads and operations are built with ``tuple.__new__``: a NamedTuple's own ``__new__``
-# is a Python function, a frame per record on the cold-ingest path. Building them from plain
-# tuples relies on the field order, so it is checked once here.
-_new_tuple = tuple.__new__
-if (PhaseSpan._fields, SourceRead._fields, SandboxOperation._fields) != (
+# Spans, reads and operations are built with positional arguments, in field order, on the
+# cold-ingest path; the order is checked once here.
+if (PhaseSpan.__struct_fields__, SourceRead.__struct_fields__, SandboxOperation.__struct_fields__) != (
     ("iteration_id", "attempt_id", "phase", "start_monotonic", "end_monotonic", "start_at", "end_at", "measurement",
      "reason", "active"),
     ("iteration_id", "attempt_id", "source_kind", "reference", "at", "monotonic"),
@@ -108,8 +106,9 @@ class _TelemetryFold:
             total[2] += 1
             self.reasons[span.reason or "partial"] = self.reasons.get(span.reason or "partial", 0) + 1
 
-    def add(self, records: Sequence, ats: Sequence) -> None:
-        """Fold records in file order, each with its wall-clock time (``at``).
+    def add(self, rows: Sequence[tuple], ats: Sequence) -> None:
+        """Fold records in file order, as rows (``ROW_FIELDS``), each with its wall-clock
+        time (``at``).
 
         This loop runs once per telemetry line of a cold ingest, so it is written for
         speed. Consecutive records of one attempt (the usual case) form a run: the run
@@ -117,7 +116,6 @@ class _TelemetryFold:
         local variables, written back when the run ends. The explicit span, by far the
         most common outcome, is folded inline; the partial ones go through ``_close``.
         """
-        new = _new_tuple
         intern = self.ids.setdefault
         append_span = self.spans.append
         totals = self.totals
@@ -125,16 +123,16 @@ class _TelemetryFold:
         iteration = attempt = None
         clock: list = []
         first = last = current = None  # the run's attempt: clock bounds and open phase
-        for record, at in zip(records, ats):
+        for (event, row_iteration, row_attempt, row_phase, mono, kind, reference, op_id, category, duration, status,
+             exit_status, failure_type), at in zip(rows, ats):
             count += 1
-            if record.iteration_id != iteration or record.attempt_id != attempt:
+            if row_iteration != iteration or row_attempt != attempt:
                 if clock:
                     self._end_run(clock, first, last, current)
-                iteration, attempt = record.iteration_id, record.attempt_id
+                iteration, attempt = row_iteration, row_attempt
                 clock = self._clock(iteration, attempt)
                 first, last, (iteration_id, attempt_id) = clock[0], clock[1], clock[2]  # interned ids
                 current = self.open.get(clock[2])
-            mono = record.monotonic_seconds
             if mono is not None:  # first and last are both None or both set
                 if last is None:
                     first = last = mono
@@ -142,16 +140,15 @@ class _TelemetryFold:
                     last = mono
                 elif mono < first:
                     first = mono
-            event = record.event
             if event == "phase_completed":
                 if current is None:
-                    phase = intern(record.phase, record.phase)  # a phase marker always has one
-                    self._close(new(PhaseSpan, (iteration_id, attempt_id, phase, None, mono, None, at, "partial", "orphan_end", False)), clock)
+                    phase = intern(row_phase, row_phase)  # a phase marker always has one
+                    self._close(PhaseSpan(iteration_id, attempt_id, phase, None, mono, None, at, "partial", "orphan_end", False), clock)
                 else:
                     phase, start, start_at = current
                     current = None
-                    if phase == record.phase:
-                        append_span(new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "explicit", None, False)))
+                    if phase == row_phase:
+                        append_span(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "explicit", None, False))
                         total = totals.get(phase)
                         if total is None:
                             total = totals[phase] = [0.0, 0, 0]
@@ -161,46 +158,40 @@ class _TelemetryFold:
                         total[1] += 1
                     else:
                         self._close(
-                            new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "mismatched_end", False)),
+                            PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "mismatched_end", False),
                             clock,
                         )
             elif event == "phase_started":
                 if current is not None:
                     phase, start, start_at = current
                     self._close(
-                        new(PhaseSpan, (iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "overlapping", False)),
+                        PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "overlapping", False),
                         clock,
                     )
-                current = (intern(record.phase, record.phase), mono, at)
+                current = (intern(row_phase, row_phase), mono, at)
             elif event == "source_read":
-                kind = record.source_kind
-                self.reads.append(new(SourceRead, (iteration_id, attempt_id, kind if kind is None else intern(kind, kind), record.reference, at, mono)))
+                self.reads.append(SourceRead(iteration_id, attempt_id, kind if kind is None else intern(kind, kind), reference, at, mono))
             elif event == "sandbox_operation_started":
-                op_id = record.operation_id or f"unnamed-{count}"
-                category = record.category
-                self.ops_running[op_id] = new(
-                    SandboxOperation,
-                    (op_id, category if category is None else intern(category, category), iteration_id, attempt_id, at, mono, None, "running", None, None),
+                op_id = op_id or f"unnamed-{count}"
+                self.ops_running[op_id] = SandboxOperation(
+                    op_id, category if category is None else intern(category, category), iteration_id, attempt_id, at, mono, None, "running"
                 )
             elif event == "sandbox_operation_completed":
-                op_id = record.operation_id or f"unnamed-{count}"
+                op_id = op_id or f"unnamed-{count}"
                 started = self.ops_running.pop(op_id, None)
-                category = record.category or (started.category if started else None)
+                category = category or (started.category if started else None)
                 self.ops_done.append(
-                    new(
-                        SandboxOperation,
-                        (
-                            op_id,
-                            category if category is None else intern(category, category),
-                            iteration_id,
-                            attempt_id,
-                            started.started_at if started else None,
-                            started.started_monotonic if started else None,
-                            record.duration_seconds,  # float or None: the record type guarantees it
-                            "succeeded" if record.status == "succeeded" else "failed",
-                            record.exit_status,
-                            record.failure_type,
-                        ),
+                    SandboxOperation(
+                        op_id,
+                        category if category is None else intern(category, category),
+                        iteration_id,
+                        attempt_id,
+                        started.started_at if started else None,
+                        started.started_monotonic if started else None,
+                        duration,  # float or None: the record type guarantees it
+                        "succeeded" if status == "succeeded" else "failed",
+                        exit_status,
+                        failure_type,
                     )
                 )
         if clock:
@@ -241,32 +232,32 @@ class Reducer:
         self._snapshot = None
         telemetry = ev.TELEMETRY
         path = None
-        records: list = []
+        rows: list = []
         ats: list = []
         for event in events:
             if event.kind == telemetry:
                 if event.path != path:
-                    if records:
-                        self._fold_telemetry(path, records, ats)
-                        records, ats = [], []
+                    if rows:
+                        self._fold_telemetry(path, rows, ats)
+                        rows, ats = [], []
                     path = event.path
-                records.append(event.data)
+                rows.append(row_of(event.data))
                 ats.append(event.at)
             else:
-                if records:
-                    self._fold_telemetry(path, records, ats)
-                    records, ats = [], []
+                if rows:
+                    self._fold_telemetry(path, rows, ats)
+                    rows, ats = [], []
                 path = None
                 self.apply(event)
-        if records:
-            self._fold_telemetry(path, records, ats)
+        if rows:
+            self._fold_telemetry(path, rows, ats)
         return self
 
     def apply(self, event: ev.Event) -> None:
         self._snapshot = None
         kind = event.kind
         if kind == ev.TELEMETRY:
-            self._fold_telemetry(event.path, (event.data,), (event.at,))
+            self._fold_telemetry(event.path, (row_of(event.data),), (event.at,))
             return
         self._count += 1
         at = event.at
@@ -294,17 +285,22 @@ class Reducer:
         tuples. Equivalent to ``feed`` with one TELEMETRY event per record.
         """
         self._snapshot = None
-        self._fold_telemetry(path, records, record_epochs(records))
+        self._fold_telemetry(path, record_rows(records), record_epochs(records))
 
-    def _fold_telemetry(self, path: str, records: Sequence, ats: Sequence) -> None:
+    def fold_telemetry_rows(self, path: str, rows: Sequence[tuple], ats: Sequence) -> None:
+        """``fold_telemetry`` for records already decoded as rows (``decode_telemetry_block``)."""
+        self._snapshot = None
+        self._fold_telemetry(path, rows, ats)
+
+    def _fold_telemetry(self, path: str, rows: Sequence[tuple], ats: Sequence) -> None:
         fold = self._telemetry.get(path)
         if fold is None:
             fold = self._telemetry[path] = _TelemetryFold()
-        fold.add(records, ats)
+        fold.add(rows, ats)
         latest = _latest(ats)
         if latest is not None and (self._last_at is None or latest > self._last_at):
             self._last_at = latest
-        self._count += len(records)
+        self._count += len(rows)
 
     def _forget(self, path: str, kind: str) -> None:
         """A file vanished, or a line file was truncated/replaced and is read anew."""

@@ -4,25 +4,25 @@ Widgets and the headless printers only ever see an ``EpisodeState``; they never 
 files. Unknown values are ``None`` (never 0). Collections are tuples or read-only mappings
 so a snapshot handed to another thread cannot change under it.
 
-Records follow console.formats: ``msgspec.Struct`` (frozen), NamedTuples where hundreds of
-thousands are folded. Copy a state with a change through ``msgspec.structs.replace``.
+Records follow console.formats: ``msgspec.Struct`` (frozen). Copy a state with a change
+through ``msgspec.structs.replace``.
 """
 
-# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
-# each string annotation into a ForwardRef, doubling the cost of defining these records.
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 import msgspec
 
 EMPTY: Mapping = MappingProxyType({})  # shared: read-only, so one instance serves all
 
 
-class PhaseSpan(NamedTuple):
+class PhaseSpan(msgspec.Struct, frozen=True, gc=False):
     """One phase interval of one iteration/attempt (FORMATS §2).
 
-    Spans, source reads and sandbox operations are NamedTuples: a long campaign folds
-    hundreds of thousands of them and tuples are the cheapest immutable records.
+    A long campaign folds hundreds of thousands of spans, source reads and sandbox
+    operations. As Structs with ``gc=False`` they are built faster than tuples, are a
+    fifth smaller, and the cyclic collector never walks them (they hold only strings,
+    numbers and None, so they cannot be part of a cycle).
     """
 
     iteration_id: str
@@ -49,7 +49,7 @@ class PhaseTotal(msgspec.Struct, frozen=True):
     measurement: str  # "explicit" when every interval is, else "partial"
 
 
-class SourceRead(NamedTuple):
+class SourceRead(msgspec.Struct, frozen=True, gc=False):
     iteration_id: str
     attempt_id: str
     source_kind: str | None
@@ -58,7 +58,7 @@ class SourceRead(NamedTuple):
     monotonic: float | None
 
 
-class SandboxOperation(NamedTuple):
+class SandboxOperation(msgspec.Struct, frozen=True, gc=False):
     operation_id: str
     category: str | None
     iteration_id: str

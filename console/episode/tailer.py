@@ -40,11 +40,30 @@ class Tailer:
         """(offset of the first line, the complete lines) per chunk read.
 
         Empty lines are kept, so that each line's offset is the one before it plus its
-        length plus one. The lines are split straight from the bytes read and the
-        incomplete tail is dropped: cutting the tail off a copy of each chunk cost as much
-        as reading it (the allocator hands 256 KiB blocks back to the kernel and faults
-        them in again). The next chunk is read from the start of that tail, so nothing is
-        carried from one read to the next. Sets ``self.reset`` before the first batch.
+        length plus one. Sets ``self.reset`` before the first batch.
+        """
+        for base, data, cut in self._reads():
+            lines = data.split(b"\n")
+            lines.pop()  # the incomplete tail after the last newline (often empty)
+            yield base, lines
+
+    def blocks(self) -> Iterator[tuple[int, memoryview]]:
+        """(offset of the first line, the complete lines as one block) per chunk read.
+
+        The block is the lines joined by newlines, without the last newline, so
+        ``bytes(block).split(b"\\n")`` are the lines ``batches`` gives. It is a view of the
+        bytes read, not a copy. Sets ``self.reset`` before the first block.
+        """
+        for base, data, cut in self._reads():
+            yield base, memoryview(data)[:cut]
+
+    def _reads(self) -> Iterator[tuple[int, bytes, int]]:
+        """(offset, bytes read, index of their last newline) per chunk read.
+
+        Callers cut the incomplete tail off by index, never off a copy of each chunk:
+        copying cost as much as reading (the allocator hands 256 KiB blocks back to the
+        kernel and faults them in again). The next chunk is read from the start of that
+        tail, so nothing is carried from one read to the next.
         """
         self.reset = None
         try:
@@ -79,9 +98,6 @@ class Tailer:
                 size = CHUNK
                 base = self.offset
                 self.offset += cut + 1
-                lines = data.split(b"\n")
-                lines.pop()  # the incomplete tail after the last newline (often empty)
-                yield base, lines
+                yield base, data, cut
         finally:
             os.close(fd)
-

@@ -124,6 +124,54 @@ def record_epochs(records: Sequence[TelemetryRecord]) -> list[float | None]:
 
 _decoder = msgspec.json.Decoder(TelemetryRecord)
 
+# What the reducer folds of a record, as one tuple per record: a "row". The cold scan
+# gets rows straight from the compiled decoder; records read any other way become rows
+# through ``record_rows``.
+ROW_FIELDS = (
+    "event", "iteration_id", "attempt_id", "phase", "monotonic_seconds", "source_kind", "reference",
+    "operation_id", "category", "duration_seconds", "status", "exit_status", "failure_type",
+)
+row_of = attrgetter(*ROW_FIELDS)
+
+try:
+    from ._telemetry_rows import ROW_FIELDS as _COMPILED_ROW_FIELDS
+    from ._telemetry_rows import decode_block as _decode_block
+except ImportError:  # not compiled on this machine: msgspec reads everything
+    _decode_block = None
+else:
+    if _COMPILED_ROW_FIELDS != ROW_FIELDS:
+        raise ImportError("console/formats/_telemetry_rows.c disagrees with ROW_FIELDS; rebuild it")
+
+COMPILED = _decode_block is not None
+
+
+def record_rows(records: Sequence[TelemetryRecord]) -> list[tuple]:
+    return list(map(row_of, records))
+
+
+def decode_telemetry_block(block) -> tuple[list[tuple], list[float | None]] | None:
+    """Rows and times (``epoch``) of a block of lines joined by newlines, or None when a
+    line is not exactly one record (then read the lines one by one to report it).
+
+    Empty lines are skipped. The compiled decoder reads the plain form writers emit and
+    declines anything else, which msgspec then reads; both give the same rows.
+    """
+    if _decode_block is not None:
+        decoded = _decode_block(block)
+        if decoded is not None:
+            return decoded
+    return decode_telemetry_block_msgspec(block)
+
+
+def decode_telemetry_block_msgspec(block) -> tuple[list[tuple], list[float | None]] | None:
+    """``decode_telemetry_block`` through msgspec alone: the reference the compiled
+    decoder is tested against, and the path where it is not built."""
+    try:
+        records = decode_telemetry_each(list(filter(None, bytes(block).split(b"\n"))))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return record_rows(records), record_epochs(records)
+
 
 def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
     """Decode one telemetry line; raise :class:`FormatError` with a one-line reason."""
