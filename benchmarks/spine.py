@@ -8,7 +8,8 @@ figures that are stated "on one core". Cold ingest needs only orjson and msgspec
 the standard library; the third-party packages it imported are listed in its result.
 
 - cold ingest + reduce of N telemetry events, against a bare ``orjson.loads`` loop over
-  the same lines in the same run (ratio, median of 3);
+  the same lines in the same run, and against ingest with the compiled decoder turned off
+  (ratios, medians of 3);
 - append latency: write a line, see it on ``episcope events --follow`` (p50/p95 of 40);
 - one more event on the N-event episode: refresh + snapshot (median of 50);
 - ``episcope status --json`` on the example against ``python -c pass`` (median of 20);
@@ -35,32 +36,45 @@ from workloads import telemetry_lines, write_telemetry_workspace  # noqa: E402
 
 
 def cold_ingest(root: str, path: str, count: int) -> dict:
+    """Ingest against the bare orjson loop, and against ingest through msgspec alone (the
+    path where the compiled decoder is not built), interleaved, medians of 3."""
     before = set(sys.modules)
     import orjson
 
     from console.episode.session import Session
+    from console.formats import telemetry
 
     data = Path(path).read_bytes()
-    bare, ours = [], []
+    bare, ours, msgspec_only = [], [], []
     for _ in range(3):
         start = time.perf_counter()
         for line in data.split(b"\n"):
             if line:
                 orjson.loads(line)
         bare.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        state = Session(root).scan()
-        ours.append(time.perf_counter() - start)
-        assert state.telemetry_events == count, state.telemetry_events
-        del state  # freeing a million spans is not part of the next run's ingest
+        for compiled, times in ((True, ours), (False, msgspec_only)):
+            if compiled and not telemetry.COMPILED:
+                continue
+            telemetry.use_compiled_decoder(compiled)
+            start = time.perf_counter()
+            state = Session(root).scan()
+            times.append(time.perf_counter() - start)
+            assert state.telemetry_events == count, state.telemetry_events
+            del state  # freeing a million spans is not part of the next run's ingest
+    telemetry.use_compiled_decoder(True)
     del data
     imported = {name.split(".")[0] for name in set(sys.modules) - before}
+    seconds = statistics.median(ours or msgspec_only)
     return {
         "events": count,
-        "seconds_median": statistics.median(ours),
-        "events_per_second": count / statistics.median(ours),
+        "compiled_decoder": telemetry.COMPILED,
+        "seconds_median": seconds,
+        "events_per_second": count / seconds,
         "orjson_loop_seconds_median": statistics.median(bare),
-        "ratio_to_orjson_loop": statistics.median(ours) / statistics.median(bare),
+        "ratio_to_orjson_loop": seconds / statistics.median(bare),
+        "msgspec_only_seconds_median": statistics.median(msgspec_only),
+        "msgspec_only_events_per_second": count / statistics.median(msgspec_only),
+        "speedup_over_msgspec_only": statistics.median(msgspec_only) / seconds,
         "third_party_imports": sorted(imported - set(sys.stdlib_module_names) - {"console"}),
     }
 

@@ -326,3 +326,39 @@ def test_random_plain_records_are_accepted_and_read_the_same():
         decoded = check_agrees(b"\n".join(lines))
         assert decoded is not None
         assert len(decoded[0]) == len(records)
+
+
+def test_a_cold_scan_folds_the_same_state_with_and_without_the_compiled_decoder(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from workloads import write_telemetry_workspace
+
+    from console.episode.session import Session
+
+    path = Path(write_telemetry_workspace(str(tmp_path), 20_000))
+    bad_offset = path.stat().st_size
+    with path.open("ab") as fh:  # one bad line and one the fast path declines, mid-file
+        fh.write(b'{"event":"phase_started"\n')
+        fh.write(b'{"event":"source_read","reference":"caf\\u00e9","timestamp":"2026-11-02T00:00:00+02:00"}\n')
+    with path.open("ab") as fh:
+        fh.write(b"".join(
+            (json.dumps(dict(BASE, iteration_id="episode-9999", monotonic_seconds=float(i)), sort_keys=True) + "\n").encode()
+            for i in range(300)
+        ))
+
+    def scan(compiled: bool):
+        previous = telemetry.use_compiled_decoder(compiled)
+        try:
+            return Session(str(tmp_path)).scan()
+        finally:
+            telemetry.use_compiled_decoder(previous)
+
+    fast, reference = scan(True), scan(False)
+    assert fast.telemetry_events == reference.telemetry_events == 20_000 + 1 + 300
+    for name in ("phase_spans", "source_reads", "sandbox_operations", "open_spans"):
+        assert list(getattr(fast, name)) == list(getattr(reference, name)), name
+    assert dict(fast.phase_totals) == dict(reference.phase_totals)
+    assert (fast.orchestration_seconds, fast.last_event_at) == (reference.orchestration_seconds, reference.last_event_at)
+    assert [(u.offset, u.error) for u in fast.unreadable] == [(u.offset, u.error) for u in reference.unreadable]
+    assert [u.offset for u in fast.unreadable] == [bad_offset]

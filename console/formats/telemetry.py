@@ -8,6 +8,7 @@ builds no intermediate dict, which is both faster and several times smaller in m
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from itertools import repeat
@@ -135,14 +136,25 @@ row_of = attrgetter(*ROW_FIELDS)
 
 try:
     from ._telemetry_rows import ROW_FIELDS as _COMPILED_ROW_FIELDS
-    from ._telemetry_rows import decode_block as _decode_block
+    from ._telemetry_rows import decode_block as _compiled_decode_block
 except ImportError:  # not compiled on this machine: msgspec reads everything
-    _decode_block = None
+    _compiled_decode_block = None
 else:
     if _COMPILED_ROW_FIELDS != ROW_FIELDS:
         raise ImportError("console/formats/_telemetry_rows.c disagrees with ROW_FIELDS; rebuild it")
 
-COMPILED = _decode_block is not None
+COMPILED = _compiled_decode_block is not None
+# EPISCOPE_PURE_PYTHON=1 reads telemetry through msgspec alone (same results, slower).
+_decode_block = None if os.environ.get("EPISCOPE_PURE_PYTHON") == "1" else _compiled_decode_block
+
+
+def use_compiled_decoder(enabled: bool) -> bool:
+    """Turn the compiled decoder on or off (where it is built); returns the previous
+    setting. The benchmarks time both paths in one run with it."""
+    global _decode_block
+    previous = _decode_block is not None
+    _decode_block = _compiled_decode_block if enabled else None
+    return previous
 
 
 def record_rows(records: Sequence[TelemetryRecord]) -> list[tuple]:
