@@ -362,3 +362,18 @@ def test_a_cold_scan_folds_the_same_state_with_and_without_the_compiled_decoder(
     assert (fast.orchestration_seconds, fast.last_event_at) == (reference.orchestration_seconds, reference.last_event_at)
     assert [(u.offset, u.error) for u in fast.unreadable] == [(u.offset, u.error) for u in reference.unreadable]
     assert [u.offset for u in fast.unreadable] == [bad_offset]
+
+
+def test_every_prefix_and_every_single_byte_change_of_a_record():
+    """Exhaustive over positions: each cut and each structural byte swapped in."""
+    line = plain_line(dict(BASE, event="sandbox_operation_completed", duration_seconds=0.25, exit_status=-3,
+                           status="failed", operation_id="sandbox-1-2", category="profile", reference="a/b",
+                           timestamp="2026-11-01T00:16:50Z"))
+    accepted = 0
+    for cut in range(len(line) + 1):
+        check_agrees(line[:cut])
+    for where in range(len(line)):
+        for byte in b'"\\{}[]:,0-.eE+nt \t\r\x00\x7f\x80\xff':
+            if check_agrees(line[:where] + bytes([byte]) + line[where + 1:]) is not None:
+                accepted += 1
+    assert accepted > 0  # some changes stay valid records (a digit, a letter inside a string)
