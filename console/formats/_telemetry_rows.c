@@ -509,14 +509,27 @@ static int skip_value(Cursor *c, int depth) {
     case 'n':
         return read_literal(c, "null");
     case '[':
+    case '{': {
+        const char close = *c->p == '[' ? ']' : '}';
         c->p++;
         skip_space(c);
-        if (c->p < c->end && *c->p == ']') {
+        if (c->p < c->end && *c->p == close) {
             c->p++;
             return 1;
         }
         for (;;) {
             skip_space(c);
+            if (close == '}') { /* an object member: its key first */
+                if (!read_string(c, &s, &n)) {
+                    return 0;
+                }
+                skip_space(c);
+                if (c->p >= c->end || *c->p != ':') {
+                    return 0;
+                }
+                c->p++;
+                skip_space(c);
+            }
             if (!skip_value(c, depth + 1)) {
                 return 0;
             }
@@ -525,44 +538,13 @@ static int skip_value(Cursor *c, int depth) {
                 c->p++;
                 continue;
             }
-            if (c->p < c->end && *c->p == ']') {
+            if (c->p < c->end && *c->p == close) {
                 c->p++;
                 return 1;
             }
             return 0;
         }
-    case '{':
-        c->p++;
-        skip_space(c);
-        if (c->p < c->end && *c->p == '}') {
-            c->p++;
-            return 1;
-        }
-        for (;;) {
-            skip_space(c);
-            if (!read_string(c, &s, &n)) {
-                return 0;
-            }
-            skip_space(c);
-            if (c->p >= c->end || *c->p != ':') {
-                return 0;
-            }
-            c->p++;
-            skip_space(c);
-            if (!skip_value(c, depth + 1)) {
-                return 0;
-            }
-            skip_space(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (c->p < c->end && *c->p == '}') {
-                c->p++;
-                return 1;
-            }
-            return 0;
-        }
+    }
     default:
         return read_number(c, &number);
     }
