@@ -62,3 +62,22 @@ def test_deep_source_profile_finds_bank_conflicts_and_localizes_them(tmp_path):
     status = {e["name"]: e["status"] for e in manifest["evidence"]}
     assert status["warp_stalls_line_run"] == "ok" and status["disasm_run"] == "ok"
     assert doc["localize"] and all((out / rel).is_file() for rel in doc["localize"])
+
+
+def test_a_survey_of_the_profile_driver_holds_only_the_kernels_own_launches(tmp_path):
+    """Building the inputs launches cupy's random generators; outside the driver's profiled
+    range they must not show up in the survey, let alone become its dominant kernel."""
+    from console.commands.init import create_workspace
+
+    workspace = create_workspace(tmp_path / "ws", "row_softmax")
+    env = dict(os.environ, PROFILE_LEVEL="survey", PROFILE_WARMUP="1", PROFILE_ITERS="2",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(
+        ["bash", "tools/profile_nvidia.sh", "profile_driver.py", "--output-dir", "profiles/survey"],
+        cwd=workspace, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((workspace / "profiles" / "survey" / "gateway_profile.json").read_text())
+    assert [k["name"] for k in doc["kernels"]] == ["row_softmax_naive"], doc["kernels"]
+    assert doc["dominant_kernel"] == "row_softmax_naive"
+    assert doc["kernels"][0]["metrics"]["launches"] == 3  # one warm-up call and two timed calls

@@ -1,8 +1,10 @@
 """Immutable profiling driver: runs kernel.py on one case, a few times, for a profiler.
 
-A profiler (ncu) runs ``python3 profile_driver.py`` and records every launch; this driver
-only builds inputs, warms up and calls the kernel. It checks nothing, writes nothing (never
-memory/), and prints ``[profile_driver] <label>: warmup=W iters=N`` to stderr.
+A profiler (ncu) runs ``python3 profile_driver.py`` and records the launches between the
+driver's cudaProfilerStart and cudaProfilerStop: the warm-up and timed calls of the kernel,
+not the building of its inputs. The driver only builds inputs, warms up and calls the
+kernel. It checks nothing, writes nothing (never memory/), and prints
+``[profile_driver] <label>: warmup=W iters=N`` to stderr.
 
 Environment: PROFILE_ITERS (10), PROFILE_WARMUP (3), PROFILE_WORKLOAD_IDX (0, an index into
 the contract's shapes), PROFILE_SHAPE_ID (a shape id or index; wins over the index),
@@ -108,12 +110,20 @@ def main() -> int:
         return 2
     label = case.label if case.index >= 0 else " ".join([case.shape_id, *(f"{k}={v}" for k, v in case.axes.items())])
     print(f"[profile_driver] {label}: warmup={warmup} iters={iters}", file=sys.stderr, flush=True)
-    for _ in range(warmup):
-        kernel(*inputs)
+    # The profiled range: profile_nvidia.sh runs ncu with --profile-from-start off, so only
+    # the kernel's own launches are recorded, not what building the inputs launched.
+    # Outside a profiler these calls do nothing.
     cupy.cuda.Device().synchronize()
-    for _ in range(iters):
-        kernel(*inputs)
-    cupy.cuda.Device().synchronize()
+    cupy.cuda.runtime.profilerStart()
+    try:
+        for _ in range(warmup):
+            kernel(*inputs)
+        cupy.cuda.Device().synchronize()
+        for _ in range(iters):
+            kernel(*inputs)
+        cupy.cuda.Device().synchronize()
+    finally:
+        cupy.cuda.runtime.profilerStop()
     return 0
 
 

@@ -56,6 +56,12 @@ elif [[ $level == deep ]]; then
   die "deep profiles one kernel: give PROFILE_KERNEL_REGEX='^<exact name>\$' or --kernel-name" 2
 fi
 # deep and source replay a launch dozens of times: one launch unless asked otherwise.
+
+# profile_driver.py brackets the kernel's own calls with cudaProfilerStart/Stop. Profiling
+# only that range leaves out what building the inputs launched (random generators, casts):
+# those can outlast a fast kernel and would become the survey's dominant kernel.
+range=()
+[[ $(basename -- "$file") == profile_driver.py ]] && range=(--profile-from-start off)
 [[ -n $count || $level != deep ]] || count=1
 [[ -z $skip ]] || filter+=(--launch-skip "$skip")
 [[ -z $count ]] || filter+=(--launch-count "$count")
@@ -84,11 +90,11 @@ esac
 
 run_ncu() {  # run_ncu LOG REPORT ARGS... : profile the program, keep its output in LOG
   local log=$1 rep=$2; shift 2
-  "$NCU" --target-processes all --clock-control none --force-overwrite --export "$rep" \
+  "$NCU" --target-processes all --clock-control none --force-overwrite --export "$rep" "${range[@]}" \
     "$@" "${filter[@]}" python3 "$file" "${args[@]}" >"$log" 2>&1
 }
 
-echo "$prog: level=$level ncu ${sel[*]} ${filter[*]} python3 $file ${args[*]}" >&2
+echo "$prog: level=$level ncu ${range[*]} ${sel[*]} ${filter[*]} python3 $file ${args[*]}" >&2
 run_ncu "$outdir/ncu.log" "$outdir/ncu" "${sel[@]}"
 rc=$?
 if [[ $rc -ne 0 && $level == deep && -n ${extra:-} ]] && grep -qi "metric" "$outdir/ncu.log"; then
@@ -123,7 +129,7 @@ if [[ $source -eq 1 ]]; then
   src_filter=("${filter[@]}")
   [[ -n $count ]] || src_filter+=(--launch-count 1)
   echo "$prog: source counters (launch-count $src_count)" >&2
-  if "$NCU" --target-processes all --clock-control none --force-overwrite --export "$outdir/ncu_source" \
+  if "$NCU" --target-processes all --clock-control none --force-overwrite --export "$outdir/ncu_source" "${range[@]}" \
       --section SourceCounters --section WarpStateStats --import-source yes \
       "${src_filter[@]}" python3 "$file" "${args[@]}" >"$outdir/ncu_source.log" 2>&1 \
       && [[ -f $outdir/ncu_source.ncu-rep ]]; then
