@@ -42,7 +42,7 @@ class Tailer:
         Empty lines are kept, so that each line's offset is the one before it plus its
         length plus one. Sets ``self.reset`` before the first batch.
         """
-        for base, data, cut in self._reads():
+        for base, data, _ in self._reads():
             lines = data.split(b"\n")
             lines.pop()  # the incomplete tail after the last newline (often empty)
             yield base, lines
