@@ -341,7 +341,7 @@ static int text_to_double(const char *text, double *out) {
         PyErr_Clear();
         return 0;
     }
-    if (!Py_IS_FINITE(value)) {
+    if (!isfinite(value)) {
         return 0;
     }
     *out = value;
@@ -821,8 +821,9 @@ PyMODINIT_FUNC PyInit__telemetry_rows(void) {
         }
         PyTuple_SET_ITEM(names, i, name);
     }
-    if (PyModule_AddObject(module, "ROW_FIELDS", names) < 0) {
-        Py_DECREF(names);
+    int added = PyModule_AddObjectRef(module, "ROW_FIELDS", names);
+    Py_DECREF(names);
+    if (added < 0) {
         goto fail;
     }
     return module;
