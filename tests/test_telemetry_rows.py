@@ -1,8 +1,8 @@
 """The compiled telemetry decoder against the msgspec reader it stands in for.
 
-``_telemetry_rows.decode_block`` may decline any block (it returns None and ingest reads
-that block with msgspec), but whatever it accepts must give exactly the rows and times
-that ``decode_telemetry_block_msgspec`` gives. These tests generate records around the
+``_telemetry_rows.decode_block`` may leave any line to msgspec (it stops there and says
+where; ``decode_telemetry_block`` reads that line with msgspec and goes on), but whatever
+it reads must give exactly the rows and times that ``decode_telemetry_block_msgspec`` gives. These tests generate records around the
 edges of what the fast path reads (escapes, non-ASCII, wrong types, odd numbers and
 times, extra keys, mutated bytes) and compare the two value by value.
 """
@@ -42,15 +42,26 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+def fast_only(block: bytes) -> tuple | None:
+    """What the compiled decoder alone makes of a block: (rows, ats), or None when it
+    leaves a line to msgspec."""
+    rows, ats, declined = decode_block(block)
+    return (rows, ats) if declined is None else None
+
+
 def check_agrees(block: bytes) -> tuple | None:
-    """Compare both decoders on one block; return what the compiled one gave."""
-    fast = decode_block(block)
+    """Compare the ingest path with msgspec alone on one block; return what the compiled
+    decoder alone gave (None when it left a line to msgspec)."""
+    combined = decode_telemetry_block(block)
     reference = decode_telemetry_block_msgspec(block)
-    if fast is not None:
-        assert reference is not None, f"compiled decoder accepted what msgspec rejects: {block[:300]!r}"
-        assert same(fast[0], reference[0]), (block[:300], fast[0], reference[0])
-        assert same(fast[1], reference[1]), (block[:300], fast[1], reference[1])
-    return fast
+    assert (combined is None) == (reference is None), (block[:300], combined, reference)
+    if combined is not None:
+        assert same(combined[0], reference[0]), (block[:300], combined[0], reference[0])
+        assert same(combined[1], reference[1]), (block[:300], combined[1], reference[1])
+    rows, ats, declined = decode_block(block)
+    if reference is not None:  # what the compiled decoder read before stopping agrees too
+        assert same(rows, reference[0][: len(rows)]) and same(ats, reference[1][: len(ats)])
+    return fast_only(block)
 
 
 def plain_line(record: dict) -> bytes:
@@ -152,7 +163,7 @@ def test_timestamps_convert_exactly_as_the_reader_does(moment, suffix, fraction_
         text += "." + f"{moment.microsecond:06d}{moment.microsecond:06d}"[:fraction_digits]
     check_agrees(plain_line(dict(BASE, timestamp=text + suffix)))
     if suffix in ("+00:00", "Z", "") and fraction_digits <= 6:
-        rows, ats = decode_block(plain_line(dict(BASE, timestamp=text + suffix)))
+        rows, ats = fast_only(plain_line(dict(BASE, timestamp=text + suffix)))
         expected = datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
         assert same(ats[0], expected)
 
@@ -248,34 +259,39 @@ def test_mutated_lines_are_declined_or_read_the_same(junk, where, how):
     ],
 )
 def test_edge_lines_are_declined_by_the_fast_path(line):
-    assert decode_block(line) is None
+    assert fast_only(line) is None
     check_agrees(line)
 
 
 def test_defaults_and_nulls_match_the_record_type():
-    rows, ats = decode_block(b'{"event":"source_read"}\n\n{"event":"source_read","reference":null,"timestamp":null}')
+    rows, ats = fast_only(b'{"event":"source_read"}\n\n{"event":"source_read","reference":null,"timestamp":null}')
     assert rows[0] == ("source_read", "unknown", "attempt") + (None,) * 10
     assert rows[1] == rows[0]
     assert ats == [None, None]
     check_agrees(b'{"event":"source_read"}')
 
 
-def test_a_block_with_one_bad_line_falls_back_and_reports_nothing_wrong_by_itself():
+def test_a_bad_line_fails_the_block_and_an_odd_one_costs_only_itself():
     good = plain_line(BASE)
-    assert decode_telemetry_block(good + b"\nnot json\n" + good) is None
-    rows, _ = decode_telemetry_block(good + b'\n{"event":"source_read","reference":"caf\xc3\xa9"}')
-    assert rows[1][6] == "café"  # declined by the fast path, read by msgspec
+    assert decode_telemetry_block(good + b"\nnot json\n" + good) is None  # ingest then reports it by offset
+    odd = b'{"event":"source_read","reference":"caf\xc3\xa9"}'  # valid, but not ASCII
+    block = good + b"\n" + odd + b"\n" + good
+    rows, ats, declined = decode_block(block)
+    assert len(rows) == 1 and declined == (len(good) + 1, len(good) + 1 + len(odd))
+    rows, ats = decode_telemetry_block(block)
+    assert [row[6] for row in rows] == [None, "café", None]
+    check_agrees(block)
 
 
 def test_the_fast_path_accepts_the_exact_bound_of_its_number_range():
-    assert math.isclose(decode_block(plain_line(dict(BASE, monotonic_seconds=1e-19)))[0][0][4], 1e-19)
-    assert decode_block(plain_line(dict(BASE, exit_status=10**18 - 1)))[0][0][11] == 10**18 - 1
-    assert decode_block(plain_line(dict(BASE, exit_status=-(10**18) + 1)))[0][0][11] == -(10**18) + 1
+    assert math.isclose(fast_only(plain_line(dict(BASE, monotonic_seconds=1e-19)))[0][0][4], 1e-19)
+    assert fast_only(plain_line(dict(BASE, exit_status=10**18 - 1)))[0][0][11] == 10**18 - 1
+    assert fast_only(plain_line(dict(BASE, exit_status=-(10**18) + 1)))[0][0][11] == -(10**18) + 1
     check_agrees(plain_line(dict(BASE, exit_status=10**18)))
     moment = datetime(2200, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
-    rows, ats = decode_block(plain_line(dict(BASE, timestamp=moment.isoformat())))
+    rows, ats = fast_only(plain_line(dict(BASE, timestamp=moment.isoformat())))
     assert ats[0] == moment.timestamp()
-    assert decode_block(plain_line(dict(BASE, timestamp=(moment + timedelta(days=1)).isoformat()))) is None
+    assert fast_only(plain_line(dict(BASE, timestamp=(moment + timedelta(days=1)).isoformat()))) is None
 
 
 PLAIN_TEXT = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in '"\\')

@@ -1,19 +1,19 @@
 /* Compiled fast path for the cold ingest of telemetry.jsonl (FORMATS §2).
  *
  * decode_block(block) reads a block of complete telemetry lines (separated by '\n', the
- * last one without its newline) and returns (rows, ats): one tuple per record holding the
- * fields the reducer folds, in ROW_FIELDS order, and the record's time as seconds since
- * the epoch (None when it has none). Empty lines are skipped, as the line-by-line reader
- * skips them.
+ * last one without its newline) and returns (rows, ats, declined): one tuple per record
+ * holding the fields the reducer folds, in ROW_FIELDS order, the record's time as seconds
+ * since the epoch (None when it has none), and None, or the (start, end) byte offsets of
+ * the first line it leaves to msgspec; the rows are those of the lines before it. Empty
+ * lines are skipped, as the line-by-line reader skips them.
  *
- * It accepts only the plain form that writers emit: one JSON object per line, ASCII
- * strings without escapes, numbers and null as values of the known fields, and timestamps
- * written as YYYY-MM-DDTHH:MM:SS[.ffffff][Z|+00:00]. Anything else (a bad record, an
- * escape, a non-ASCII byte, another UTC offset, a duplicate key...) makes it return None
- * and the caller decodes that block with msgspec, line by line where needed, which
- * reports every bad record with its offset. So this file never decides what a broken
- * record is; it only has to agree with the msgspec reader on the records it accepts,
- * which tests/test_telemetry_rows.py checks record by record on generated input.
+ * It reads only the plain form that writers emit: one JSON object per line, ASCII strings
+ * without escapes, numbers and null as values of the known fields, and timestamps written
+ * as YYYY-MM-DDTHH:MM:SS[.ffffff][Z|+00:00]. It stops at any other line (a bad record, an
+ * escape, a non-ASCII byte, another UTC offset, a duplicate key...): the caller reads that
+ * line with msgspec, which reports it if it is broken, and calls again after it. So this
+ * file never decides what a broken record is; it only has to agree with the msgspec reader
+ * on the records it accepts, which tests/test_telemetry_rows.py checks value by value.
  *
  * Why it exists: msgspec builds a Struct with twenty fields, a datetime and a string
  * for each of ten values per line; the fold needs thirteen values, most of them the same
@@ -753,9 +753,9 @@ static PyObject *decode_block(PyObject *Py_UNUSED(module), PyObject *arg) {
             if (status < 0) {
                 goto finally;
             }
-            if (status == 0) {
-                Py_INCREF(Py_None);
-                result = Py_None; /* outside the plain form: msgspec reads this block */
+            if (status == 0) { /* outside the plain form: msgspec reads this line */
+                const char *base = (const char *)view.buf;
+                result = Py_BuildValue("OO(nn)", rows, ats, (Py_ssize_t)(p - base), (Py_ssize_t)(line_end - base));
                 goto finally;
             }
             int failed = PyList_Append(rows, row) < 0 || PyList_Append(ats, at) < 0;
@@ -770,7 +770,7 @@ static PyObject *decode_block(PyObject *Py_UNUSED(module), PyObject *arg) {
         }
         p = newline + 1;
     }
-    result = PyTuple_Pack(2, rows, ats);
+    result = PyTuple_Pack(3, rows, ats, Py_None);
 
 finally:
     cache_clear(&cache);
@@ -782,9 +782,9 @@ finally:
 
 static PyMethodDef methods[] = {
     {"decode_block", decode_block, METH_O,
-     "decode_block(block) -> (rows, ats) | None\n\n"
-     "Rows and times of a block of telemetry lines, or None when a line is not in the plain\n"
-     "form this decoder reads (decode that block with msgspec instead)."},
+     "decode_block(block) -> (rows, ats, declined)\n\n"
+     "Rows and times of a block of telemetry lines up to the first line not in the plain form\n"
+     "this decoder reads; declined is None, or that line's (start, end) byte offsets."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -169,14 +169,27 @@ def decode_telemetry_block(block) -> tuple[list[tuple], list[float | None]] | No
     """Rows and times (``epoch``) of a block of lines joined by newlines, or None when a
     line is not exactly one record (then read the lines one by one to report it).
 
-    Empty lines are skipped. The compiled decoder reads the plain form writers emit and
-    declines anything else, which msgspec then reads; both give the same rows.
+    Empty lines are skipped. The compiled decoder reads the plain form writers emit; a
+    line in any other form (an escape, a non-ASCII byte...) is read by msgspec, and the
+    compiled decoder goes on after it. Both give the same rows.
     """
-    if _decode_block is not None:
-        decoded = _decode_block(block)
-        if decoded is not None:
-            return decoded
-    return decode_telemetry_block_msgspec(block)
+    if _decode_block is None:
+        return decode_telemetry_block_msgspec(block)
+    view = memoryview(block)
+    rows, ats, declined = _decode_block(view)
+    while declined is not None:
+        start, end = declined
+        try:
+            record = _decoder.decode(view[start:end])
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return None
+        rows.append(row_of(record))
+        ats.append(record_epoch(record.timestamp))
+        view = view[end + 1:]
+        more_rows, more_ats, declined = _decode_block(view)
+        rows += more_rows
+        ats += more_ats
+    return rows, ats
 
 
 def decode_telemetry_block_msgspec(block) -> tuple[list[tuple], list[float | None]] | None:
