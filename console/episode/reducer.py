@@ -41,7 +41,7 @@ if (PhaseSpan.__struct_fields__, SourceRead.__struct_fields__, SandboxOperation.
 class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
-    __slots__ = ("open", "spans", "totals", "clocks", "dirty", "span_seconds", "orchestration", "reads", "ops_done",
+    __slots__ = ("open", "spans", "totals", "clocks", "span_seconds", "orchestration", "reads", "ops_done",
                  "ops_running", "count", "ids", "reasons")
 
     def __init__(self) -> None:
@@ -50,7 +50,6 @@ class _TelemetryFold:
         self.totals: dict[str, list] = {}  # phase -> [wall, intervals, partial_intervals]
         # attempt -> [first_mono, last_mono, interned key, attributed, span part, orchestration part]
         self.clocks: dict[tuple[str, str], list] = {}
-        self.dirty: set[tuple[str, str]] = set()  # attempts whose parts changed since the last total
         self.span_seconds: float | None = None
         self.orchestration: float | None = None
         self.reads: list[SourceRead] = []
@@ -63,22 +62,14 @@ class _TelemetryFold:
         self.reasons: dict[str, int] = {}  # partial span reason -> count
 
     def totals_of_time(self) -> tuple[float | None, float | None]:
-        """(telemetry span, orchestration) summed over attempts, updated incrementally.
+        """(telemetry span, orchestration) summed over attempts.
 
-        Orchestration is each attempt's span minus the phase time attributed inside it;
-        only attempts touched since the last call are recomputed, so a snapshot after one
-        more event costs O(1), not O(attempts).
+        Orchestration is each attempt's span minus the phase time attributed inside it.
+        Both sums are kept up to date as each run of an attempt's records ends
+        (``_end_run``), while that attempt's clock is still in the cache: summing over
+        every attempt here, after a cold scan, walked tens of thousands of clocks spread
+        over the heap.
         """
-        for key in self.dirty:
-            clock = self.clocks[key]
-            if clock[0] is None:
-                continue
-            span = clock[1] - clock[0]
-            orchestration = max(0.0, span - clock[3])
-            self.span_seconds = (self.span_seconds or 0.0) + span - clock[4]
-            self.orchestration = (self.orchestration or 0.0) + orchestration - clock[5]
-            clock[4], clock[5] = span, orchestration
-        self.dirty.clear()
         return self.span_seconds, self.orchestration
 
     def _clock(self, iteration: str, attempt: str) -> list:
@@ -87,7 +78,6 @@ class _TelemetryFold:
             ids = self.ids
             key = (ids.setdefault(iteration, iteration), ids.setdefault(attempt, attempt))
             clock = self.clocks[key] = [None, None, key, 0.0, 0.0, 0.0]
-        self.dirty.add(clock[2])
         return clock
 
     def _close(self, span: PhaseSpan, clock: list) -> None:
@@ -199,11 +189,20 @@ class _TelemetryFold:
         self.count = count
 
     def _end_run(self, clock: list, first: float | None, last: float | None, current: tuple | None) -> None:
+        """Write a run's clock bounds and open phase back, and update the time totals."""
         clock[0], clock[1] = first, last
         if current is None:
             self.open.pop(clock[2], None)
         else:
             self.open[clock[2]] = current
+        if first is not None:
+            span = last - first
+            orchestration = span - clock[3]
+            if orchestration < 0.0:
+                orchestration = 0.0
+            self.span_seconds = (self.span_seconds or 0.0) + span - clock[4]
+            self.orchestration = (self.orchestration or 0.0) + orchestration - clock[5]
+            clock[4], clock[5] = span, orchestration
 
 
 class Reducer:

@@ -552,12 +552,29 @@ static int skip_value(Cursor *c, int depth) {
 
 static Py_ssize_t field_lengths[N_FIELDS];
 
-/* The index of a known key, or -1. Writers sort their keys, as the table is sorted, so
- * the search starts just after the key matched last and almost always hits at once. */
-static int find_field(const char *key, Py_ssize_t len, int hint) {
-    for (int step = 0; step < N_FIELDS; step++) {
-        int i = (hint + step) % N_FIELDS;
+/* The index of a known key, or -1 (keys out of table order, or unknown keys). */
+static int find_field(const char *key, Py_ssize_t len) {
+    for (int i = 0; i < N_FIELDS; i++) {
         if (field_lengths[i] == len && same_bytes(fields[i].name, key, len)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The known field whose quoted name starts at the cursor, compared in place and tried in
+ * table order from `from`: writers sort their keys as the table is, so the next key is
+ * almost always one of the next few fields. On a match the cursor moves past the name;
+ * -1 leaves it where it was (an unknown key, or keys in another order). */
+static int match_field_at(Cursor *c, int from) {
+    const char *p = c->p;
+    if (p >= c->end || *p != '"') {
+        return -1;
+    }
+    for (int i = from; i < N_FIELDS; i++) {
+        Py_ssize_t n = field_lengths[i];
+        if (c->end - p > n + 1 && p[n + 1] == '"' && same_bytes(p + 1, fields[i].name, n)) {
+            c->p = p + n + 2;
             return i;
         }
     }
@@ -649,11 +666,15 @@ static int read_line(Cursor *c, Cache *cache, PyObject **row_out, PyObject **at_
         goto done; /* {} has no event: not a record */
     }
     for (;;) {
-        const char *key;
-        Py_ssize_t key_len;
         skip_space(c);
-        if (!read_string(c, &key, &key_len)) {
-            goto done;
+        int index = match_field_at(c, hint);
+        if (index == -1) {
+            const char *key;
+            Py_ssize_t key_len;
+            if (!read_string(c, &key, &key_len)) {
+                goto done;
+            }
+            index = find_field(key, key_len);
         }
         skip_space(c);
         if (c->p >= c->end || *c->p != ':') {
@@ -661,7 +682,6 @@ static int read_line(Cursor *c, Cache *cache, PyObject **row_out, PyObject **at_
         }
         c->p++;
         skip_space(c);
-        int index = find_field(key, key_len, hint);
         if (index < 0) {
             if (!skip_value(c, 0)) {
                 goto done;
