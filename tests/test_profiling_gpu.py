@@ -64,7 +64,7 @@ def test_deep_source_profile_finds_bank_conflicts_and_localizes_them(tmp_path):
     assert doc["localize"] and all((out / rel).is_file() for rel in doc["localize"])
 
 
-def test_a_survey_of_the_profile_driver_holds_only_the_kernels_own_launches(tmp_path):
+def test_the_profile_driver_funnel_holds_only_the_kernels_own_launches(tmp_path):
     """Building the inputs launches cupy's random generators; outside the driver's profiled
     range they must not show up in the survey, let alone become its dominant kernel."""
     from console.commands.init import create_workspace
@@ -81,3 +81,15 @@ def test_a_survey_of_the_profile_driver_holds_only_the_kernels_own_launches(tmp_
     assert [k["name"] for k in doc["kernels"]] == ["row_softmax_naive"], doc["kernels"]
     assert doc["dominant_kernel"] == "row_softmax_naive"
     assert doc["kernels"][0]["metrics"]["launches"] == 3  # one warm-up call and two timed calls
+
+    # Deep with source counters on the same range: one launch of the named kernel.
+    env["PROFILE_LEVEL"] = "deep"
+    proc = subprocess.run(
+        ["bash", "tools/profile_nvidia.sh", "profile_driver.py", "--output-dir", "profiles/deep",
+         "--kernel-name", "row_softmax_naive", "--source"],
+        cwd=workspace, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    deep = json.loads((workspace / "profiles" / "deep" / "gateway_profile.json").read_text())
+    assert [k["name"] for k in deep["kernels"]] == ["row_softmax_naive"]
+    assert (workspace / "profiles" / "deep" / "analysis" / "source_sass.csv").stat().st_size > 0

@@ -55,13 +55,14 @@ elif [[ -n $regex ]]; then
 elif [[ $level == deep ]]; then
   die "deep profiles one kernel: give PROFILE_KERNEL_REGEX='^<exact name>\$' or --kernel-name" 2
 fi
-# deep and source replay a launch dozens of times: one launch unless asked otherwise.
 
 # profile_driver.py brackets the kernel's own calls with cudaProfilerStart/Stop. Profiling
 # only that range leaves out what building the inputs launched (random generators, casts):
 # those can outlast a fast kernel and would become the survey's dominant kernel.
 range=()
 [[ $(basename -- "$file") == profile_driver.py ]] && range=(--profile-from-start off)
+
+# deep and source replay a launch dozens of times: one launch unless asked otherwise.
 [[ -n $count || $level != deep ]] || count=1
 [[ -z $skip ]] || filter+=(--launch-skip "$skip")
 [[ -z $count ]] || filter+=(--launch-count "$count")
