@@ -2,9 +2,10 @@
 
 ``_telemetry_rows.decode_block`` may leave any line to msgspec (it stops there and says
 where; ``decode_telemetry_block`` reads that line with msgspec and goes on), but whatever
-it reads must give exactly the rows and times that ``decode_telemetry_block_msgspec`` gives. These tests generate records around the
-edges of what the fast path reads (escapes, non-ASCII, wrong types, odd numbers and
-times, extra keys, mutated bytes) and compare the two value by value.
+it reads must give exactly the rows and times that ``decode_telemetry_block_msgspec``
+gives. These tests generate records around the edges of what the fast path reads
+(escapes, non-ASCII, wrong types, odd numbers and times, extra keys, mutated bytes) and
+compare the two value by value.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def check_agrees(block: bytes) -> tuple | None:
     if combined is not None:
         assert same(combined[0], reference[0]), (block[:300], combined[0], reference[0])
         assert same(combined[1], reference[1]), (block[:300], combined[1], reference[1])
-    rows, ats, declined = decode_block(block)
+    rows, ats, _ = decode_block(block)
     if reference is not None:  # what the compiled decoder read before stopping agrees too
         assert same(rows, reference[0][: len(rows)]) and same(ats, reference[1][: len(ats)])
     return fast_only(block)
