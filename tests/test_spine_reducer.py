@@ -5,7 +5,7 @@ import pytest
 from console.episode import events as ev
 from console.episode.events import Event
 from console.episode.reducer import Reducer, fold
-from console.formats.telemetry import telemetry_from_obj
+from console.formats.telemetry import record_epochs, record_rows, telemetry_from_obj
 
 from spine_helpers import tele
 
@@ -121,7 +121,8 @@ def test_fold_telemetry_equals_feeding_events():
     ]
     via_events = fold(events(*records))
     reducer = Reducer()
-    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", [telemetry_from_obj(r) for r in records])
+    decoded = [telemetry_from_obj(r) for r in records]
+    reducer.fold_telemetry_rows("/w/.atrex_long_horizon/telemetry.jsonl", record_rows(decoded), record_epochs(decoded))
     direct = reducer.snapshot()
     assert list(direct.phase_spans) == list(via_events.phase_spans)
     assert direct.phase_totals == via_events.phase_totals
@@ -186,7 +187,8 @@ def test_batched_fold_equals_one_event_at_a_time(seed):
         batched.feed(stream[position : position + step])
         position += step
     reducer = Reducer()
-    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", [e.data for e in stream])
+    decoded = [e.data for e in stream]
+    reducer.fold_telemetry_rows("/w/.atrex_long_horizon/telemetry.jsonl", record_rows(decoded), record_epochs(decoded))
     for state in (batched.snapshot(), reducer.snapshot()):
         expected = one_by_one.snapshot()
         assert list(state.phase_spans) == list(expected.phase_spans)

@@ -8,21 +8,17 @@ Parsers come from console.formats; ingest only decides which parser a path needs
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from itertools import accumulate, repeat
 from pathlib import Path
 
-import msgspec
-
 from console.formats.problems import FormatError, Unreadable, one_line
-from console.formats.telemetry import decode_telemetry_block, decode_telemetry_each, record_epoch, record_epochs
+from console.formats.telemetry import decode_telemetry_all, decode_telemetry_block, record_epoch, record_epochs
 
 from . import events as ev
 from .clock import iso_to_epoch
@@ -164,22 +160,21 @@ class Ingest:
         rows, without per-line offsets or Event objects; a block with a bad line, and
         everything else, goes through events as usual.
         """
-        with _collector_paused():
-            found = sorted(self._walk(), key=lambda item: (item[0] in LINE_PARSERS, item[1]))
-            for kind, path in found:
-                if kind != ev.TELEMETRY:
-                    for batch in (self.read_lines_batched(kind, path) if kind in LINE_PARSERS else [self._read(kind, path)]):
-                        reducer.feed(batch)
-                    continue
-                for base, block in self._tailer(kind, path).blocks():
-                    decoded = decode_telemetry_block(block)
-                    if decoded is not None:
-                        reducer.fold_telemetry_rows(path, *decoded)
-                    else:
-                        out: list[Event] = []
-                        _record_events(ev.TELEMETRY, (base, bytes(block).split(b"\n")), path, out)
-                        reducer.feed(out)
-            reducer.feed(self._git_events(force=True))
+        found = sorted(self._walk(), key=lambda item: (item[0] in LINE_PARSERS, item[1]))
+        for kind, path in found:
+            if kind != ev.TELEMETRY:
+                for batch in (self.read_lines_batched(kind, path) if kind in LINE_PARSERS else [self._read(kind, path)]):
+                    reducer.feed(batch)
+                continue
+            for base, block in self._tailer(kind, path).blocks():
+                decoded = decode_telemetry_block(block)
+                if decoded is not None:
+                    reducer.fold_telemetry_rows(path, *decoded)
+                else:
+                    out: list[Event] = []
+                    _record_events(ev.TELEMETRY, (base, bytes(block).split(b"\n")), path, out)
+                    reducer.feed(out)
+        reducer.feed(self._git_events(force=True))
 
     def scan_batches(self) -> Iterator[list[Event]]:
         """The cold scan in batches of at most one read chunk of a line file."""
@@ -360,37 +355,6 @@ def _git_head_stamp(root: Path) -> tuple | None:
         return None
 
 
-@contextmanager
-def _collector_paused():
-    """Pause the cyclic garbage collector for a cold scan.
-
-    A scan builds hundreds of thousands of long-lived span tuples and no reference
-    cycles; with the collector running, each of its passes walks every one of them again,
-    which measured 10-20% of a million-event scan. It is switched back on afterwards.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _decode_lines(lines: list[bytes]) -> list | None:
-    """One record per line, or None when the lines must be parsed one by one.
-
-    The lines are decoded in one C loop; the first line that is not one record (a bad
-    one, or a blank one) stops it, and then ``_record_events`` reads every line alone,
-    reporting the bad ones with their offsets and keeping the good ones.
-    """
-    try:
-        return decode_telemetry_each(lines)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-
-
 _new_tuple = tuple.__new__
 _plus_newline = (1).__add__
 
@@ -404,7 +368,7 @@ def _telemetry_events(batch: tuple[int, list[bytes]], path: str, out: list) -> N
     one is kept.
     """
     base, lines = batch
-    records = _decode_lines(lines)
+    records = decode_telemetry_all(lines)
     if records is None:
         _record_events(ev.TELEMETRY, (base, lines), path, out)
         return

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Iterable, Sequence
 
 from . import events as ev
-from console.formats.telemetry import record_epochs, record_rows, row_of
+from console.formats.telemetry import row_of
 
 from .clock import iso_to_epoch
 from .guards import evaluate_guards
@@ -277,17 +277,10 @@ class Reducer:
             self._document_at[event.path] = at
             self._unreadable.pop((event.path, None), None)
 
-    def fold_telemetry(self, path: str, records: Sequence) -> None:
-        """Fold decoded telemetry records of one file without building an Event for each.
-
-        The cold scan uses this: folding needs neither the byte offsets nor the Event
-        tuples. Equivalent to ``feed`` with one TELEMETRY event per record.
-        """
-        self._snapshot = None
-        self._fold_telemetry(path, record_rows(records), record_epochs(records))
-
     def fold_telemetry_rows(self, path: str, rows: Sequence[tuple], ats: Sequence) -> None:
-        """``fold_telemetry`` for records already decoded as rows (``decode_telemetry_block``)."""
+        """Fold telemetry records of one file, decoded as rows (``decode_telemetry_block``),
+        without building an Event for each: the cold scan needs neither the byte offsets
+        nor the Event tuples. Equivalent to ``feed`` with one TELEMETRY event per record."""
         self._snapshot = None
         self._fold_telemetry(path, rows, ats)
 

@@ -195,9 +195,8 @@ def decode_telemetry_block(block) -> tuple[list[tuple], list[float | None]] | No
 def decode_telemetry_block_msgspec(block) -> tuple[list[tuple], list[float | None]] | None:
     """``decode_telemetry_block`` through msgspec alone: the reference the compiled
     decoder is tested against, and the path where it is not built."""
-    try:
-        records = decode_telemetry_each(list(filter(None, bytes(block).split(b"\n"))))
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    records = decode_telemetry_all(list(filter(None, bytes(block).split(b"\n"))))
+    if records is None:
         return None
     return record_rows(records), record_epochs(records)
 
@@ -221,6 +220,15 @@ def decode_telemetry_each(lines: list[bytes]) -> list[TelemetryRecord]:
         return list(map(_decoder.decode, lines))
     except UnicodeDecodeError as exc:
         raise msgspec.DecodeError(f"invalid UTF-8: {exc}") from None
+
+
+def decode_telemetry_all(lines: list[bytes]) -> list[TelemetryRecord] | None:
+    """``decode_telemetry_each``, or None when a line is not exactly one record (a bad
+    one, or a blank one): then read the lines one by one to report the bad ones."""
+    try:
+        return decode_telemetry_each(lines)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def telemetry_from_obj(obj: Any) -> TelemetryRecord:
