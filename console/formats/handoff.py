@@ -10,43 +10,33 @@ fact checked elsewhere; this module only reads the document.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Literal
 
-import msgspec
-
-from .fields import Fields, raw_json, read_document
-from .problems import FormatError, ReadResult
+from .problems import ReadResult
+from .records import Record, blank_to_none, convert, read_document
 
 AGENT_STATUSES = ("candidate_ready", "staged_ready", "pivot", "blocked")
 STATUSES = AGENT_STATUSES + ("invalid_handoff", "interrupted")
 
+HandoffStatus = Literal["candidate_ready", "staged_ready", "pivot", "blocked", "invalid_handoff", "interrupted"]
 
-class Handoff(msgspec.Struct, frozen=True):
-    status: str
-    candidate_commit: str | None
-    last_trial_commit: str | None
-    checkpoint_commit: str | None  # newer generation (staged hand-offs)
-    raw: dict
 
-    to_json = raw_json
+class Handoff(Record, frozen=True):
+    status: HandoffStatus
+    candidate_commit: str | None = None
+    last_trial_commit: str | None = None
+    checkpoint_commit: str | None = None  # newer generation (staged hand-offs)
+
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("candidate_commit", "last_trial_commit", "checkpoint_commit"))
+        if self.status == "candidate_ready" and self.candidate_commit is None:
+            raise ValueError("candidate_commit is required when status is candidate_ready")
 
 
 def parse_handoff(obj: Any) -> Handoff:
-    f = Fields(obj)
-    status = f.choice("status", STATUSES)
-    if status is None:
-        raise FormatError("status is missing")
-    candidate = f.text("candidate_commit")
-    if status == "candidate_ready" and candidate is None:
-        raise FormatError("candidate_commit is required when status is candidate_ready")
-    return Handoff(
-        status=status,
-        candidate_commit=candidate,
-        last_trial_commit=f.text("last_trial_commit"),
-        checkpoint_commit=f.text("checkpoint_commit"),
-        raw=obj,
-    )
+    return convert(obj, Handoff)
 
 
-def read_handoff(path: str | os.PathLike) -> ReadResult[Handoff]:
-    return read_document(path, lambda obj, note: parse_handoff(obj))
+def read_handoff(path: str | os.PathLike[str]) -> ReadResult[Handoff]:
+    parse: Callable[[Any, Callable[[str], None]], Handoff] = lambda obj, note: parse_handoff(obj)
+    return read_document(path, parse)

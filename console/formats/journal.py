@@ -13,84 +13,98 @@ from typing import Any, Callable
 
 import msgspec
 
-from .fields import Fields, raw_json, read_document, render_text
-from .problems import ReadResult
+from .problems import FormatError, ReadResult
+from .records import Record, Rendered, Version, blank_to_none, convert, read_document
 
 STATES = ("in_progress", "candidate_ready", "staged_ready", "pivot", "blocked")
 DECISIONS = ("continue", "revert", "pivot", "keep_as_best", "reject_and_continue", "blocked")
 EXPERIMENT_KEYS = ("name", "hypothesis", "change", "evidence", "result", "decision", "timestamp")
 
 
-class Experiment(msgspec.Struct, frozen=True):
-    name: str | None
-    hypothesis: str | None
-    change: str | None
-    evidence: str | None
-    result: str | None
-    decision: str | None
-    timestamp: str | None
-    raw: dict
+class _ExperimentText(Record, frozen=True):
+    name: Rendered | None = None
+    hypothesis: Rendered | None = None
+    change: Rendered | None = None
+    evidence: Rendered | None = None
+    result: Rendered | None = None
+    decision: Rendered | None = None
+    timestamp: Rendered | None = None
 
-    to_json = raw_json
+
+class Experiment(_ExperimentText, frozen=True):
+    # The agent's object as written: experiments carry keys of their own (wiki usage...).
+    raw: dict[str, Any] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
 
 
 def parse_experiment(obj: Any, where: str | None = None) -> Experiment:
-    f = Fields(obj, where)
-    return Experiment(*(render_text(f.value(key)) for key in EXPERIMENT_KEYS), raw=obj)
+    if not isinstance(obj, dict):
+        raise FormatError(f"{where or 'experiment'}: Expected `object`, got `{type(obj).__name__}`")
+    text = convert(obj, _ExperimentText, where)
+    return Experiment(**msgspec.structs.asdict(text), raw=obj)
 
 
-class Outcome(msgspec.Struct, frozen=True):
-    summary: str | None
-    next_directions: tuple[str, ...] | None
-    raw: dict
-
-    to_json = raw_json
+class Outcome(Record, frozen=True):
+    summary: str | None = None
+    next_directions: tuple[str, ...] | None = None
 
 
 def parse_outcome(obj: Any, where: str) -> Outcome:
-    f = Fields(obj, where)
-    return Outcome(summary=f.string("summary"), next_directions=f.strings("next_directions"), raw=obj)
+    return convert(obj, Outcome, where)
 
 
-class Journal(msgspec.Struct, frozen=True):
-    schema_version: int | None
-    episode: int | None
-    memory_version: int | None
-    base_commit: str | None
-    episode_branch: str | None
-    state: str | None
-    experiments: tuple[Experiment, ...] | None
-    outcome: Outcome | None
-    created_at: str | None
-    finalized_at: str | None
-    candidate_commit: str | None
-    raw: dict
+class Journal(Record, frozen=True):
+    schema_version: int | None = None
+    episode: int | None = None
+    memory_version: Version | None = None
+    base_commit: str | None = None
+    episode_branch: str | None = None
+    state: str | None = None
+    experiments: tuple[Experiment, ...] | None = None
+    outcome: Outcome | None = None
+    created_at: str | None = None
+    finalized_at: str | None = None
+    candidate_commit: str | None = None
 
-    def to_json(self) -> dict:
-        if self.experiments is None:
-            return dict(self.raw)
-        return {**self.raw, "experiments": [experiment.to_json() for experiment in self.experiments]}
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("base_commit", "episode_branch", "candidate_commit"))
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        if self.experiments is not None:
+            out["experiments"] = [experiment.to_json() for experiment in self.experiments]
+        return out
+
+
+def experiments_of(items: Any, where: str, note: Callable[[str], None] | None) -> tuple[Experiment, ...] | None:
+    """Each experiment of an array; a bad one is noted and skipped, or raised without ``note``."""
+    if items is None:
+        return None
+    if not isinstance(items, list):
+        raise FormatError(f"{where}: Expected `array`, got `{type(items).__name__}`")
+    out = []
+    for index, item in enumerate(items):
+        try:
+            out.append(parse_experiment(item, f"{where}[{index}]"))
+        except FormatError as exc:
+            if note is None:
+                raise
+            note(str(exc))
+    return tuple(out)
 
 
 def parse_journal(obj: Any, note: Callable[[str], None] | None = None) -> Journal:
     """A journal; a non-object experiment raises, or with ``note`` is skipped and noted."""
-    f = Fields(obj)
-    outcome = f.value("outcome")
-    return Journal(
-        schema_version=f.integer("schema_version"),
-        episode=f.integer("episode"),
-        memory_version=f.version("memory_version"),
-        base_commit=f.text("base_commit"),
-        episode_branch=f.text("episode_branch"),
-        state=f.string("state"),
-        experiments=f.records("experiments", parse_experiment, note),
-        outcome=None if outcome is None else parse_outcome(outcome, "outcome"),
-        created_at=f.string("created_at"),
-        finalized_at=f.string("finalized_at"),
-        candidate_commit=f.text("candidate_commit"),
-        raw=obj,
-    )
+    journal = convert(_without(obj, "experiments"), Journal)
+    return msgspec.structs.replace(journal, experiments=experiments_of(obj.get("experiments"), "experiments", note))
 
 
-def read_journal(path: str | os.PathLike) -> ReadResult[Journal]:
+def _without(obj: Any, *keys: str) -> Any:
+    """The object minus keys its reader parses apart (a non-object is left to ``convert``)."""
+    return {k: v for k, v in obj.items() if k not in keys} if isinstance(obj, dict) else obj
+
+
+def read_journal(path: str | os.PathLike[str]) -> ReadResult[Journal]:
     return read_document(path, parse_journal)

@@ -7,67 +7,62 @@ curve. Older mirrors carry only a few of the fields; the rest stay ``None``.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
-from .fields import Fields, raw_json, read_document
-from .journal import Experiment, Outcome, parse_experiment, parse_outcome
+from .journal import Experiment, Outcome, parse_experiment
 from .problems import ReadResult
+from .records import Record, Version, blank_to_none, convert, read_document
 
 SCHEMA_VERSION = "atrex_long_horizon_live_v1"
 
 
-class LiveMemory(msgspec.Struct, frozen=True):
-    schema_version: str | None
-    canonical: bool | None
-    canonical_memory_recorded: bool | None
-    note: str | None
-    version: int | None
-    episode: int | None
-    phase: str | None
-    journal_state: str | None
-    experiment_count: int | None
-    latest_experiment: Experiment | None
-    outcome: Outcome | None
-    candidate_commit: str | None
-    base_commit: str | None
-    episode_branch: str | None
-    created_at: str | None
-    updated_at: str | None
-    canonical_memory: str | None
-    accepted: bool | None
-    raw: dict
+class LiveMemory(Record, frozen=True):
+    schema_version: str | None = None
+    schema: str | None = None  # the older spelling of schema_version
+    canonical: bool | None = None
+    canonical_memory_recorded: bool | None = None
+    note: str | None = None
+    version: Version | None = None
+    episode: int | None = None
+    phase: str | None = None
+    journal_state: str | None = None
+    experiment_count: int | None = None
+    latest_experiment: Experiment | None = None
+    outcome: Outcome | None = None
+    candidate_commit: str | None = None
+    base_commit: str | None = None
+    episode_branch: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    canonical_memory: str | None = None
+    accepted: bool | None = None
 
-    to_json = raw_json
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("candidate_commit", "base_commit", "episode_branch", "canonical_memory"))
+        if self.schema_version is None and self.schema:
+            msgspec.structs.force_setattr(self, "schema_version", self.schema)
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        if self.latest_experiment is not None:
+            out["latest_experiment"] = self.latest_experiment.to_json()
+        return out
 
 
 def parse_live_memory(obj: Any) -> LiveMemory:
-    f = Fields(obj)
-    latest = f.value("latest_experiment")
-    outcome = f.value("outcome")
-    return LiveMemory(
-        schema_version=f.string("schema_version") or f.string("schema"),
-        canonical=f.boolean("canonical"),
-        canonical_memory_recorded=f.boolean("canonical_memory_recorded"),
-        note=f.string("note"),
-        version=f.version("version"),
-        episode=f.integer("episode"),
-        phase=f.string("phase"),
-        journal_state=f.string("journal_state"),
-        experiment_count=f.integer("experiment_count"),
-        latest_experiment=None if latest is None else parse_experiment(latest, "latest_experiment"),
-        outcome=None if outcome is None else parse_outcome(outcome, "outcome"),
-        candidate_commit=f.text("candidate_commit"),
-        base_commit=f.text("base_commit"),
-        episode_branch=f.text("episode_branch"),
-        created_at=f.string("created_at"),
-        updated_at=f.string("updated_at"),
-        canonical_memory=f.text("canonical_memory"),
-        accepted=f.boolean("accepted"),
-        raw=obj,
-    )
+    live = convert(_without_latest(obj), LiveMemory)
+    latest = obj.get("latest_experiment")
+    if latest is None:
+        return live
+    return msgspec.structs.replace(live, latest_experiment=parse_experiment(latest, "latest_experiment"))
 
 
-def read_live_memory(path: str | os.PathLike) -> ReadResult[LiveMemory]:
-    return read_document(path, lambda obj, note: parse_live_memory(obj))
+def _without_latest(obj: Any) -> Any:
+    return {k: v for k, v in obj.items() if k != "latest_experiment"} if isinstance(obj, dict) else obj
+
+
+def read_live_memory(path: str | os.PathLike[str]) -> ReadResult[LiveMemory]:
+    parse: Callable[[Any, Callable[[str], None]], LiveMemory] = lambda obj, note: parse_live_memory(obj)
+    return read_document(path, parse)

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from .bounded_read import read_regular_file
 from .problems import FormatError, ReadResult, Unreadable, one_line
 
 T = TypeVar("T")
@@ -101,21 +102,26 @@ def read_json_document(
 
     ``parse`` raises :class:`FormatError` for a document that does not follow its format.
     A missing file is not a problem (the artifact simply does not exist yet): the result is
-    empty with no problems. ``decode`` lets :mod:`jsonio` use orjson for the same rules.
+    empty with no problems. Anything but a bounded regular file is refused unread
+    (:mod:`bounded_read`), and a document nested too deeply to decode is reported like any
+    other unreadable one. ``decode`` lets :mod:`jsonio` use orjson for the same rules.
     """
     name = str(path)
     try:
-        with open(path, "rb") as fh:  # not Path(path): a status reads dozens of documents
-            data = fh.read()
+        data = read_regular_file(path)
     except FileNotFoundError:
         return ReadResult(None)
-    except OSError as exc:
+    except (OSError, FormatError) as exc:
         return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
     try:
         obj = decode(data)
     except ValueError as exc:  # json's and orjson's decode errors, and bad UTF-8
         return ReadResult(None, (Unreadable(name, None, f"invalid JSON: {one_line(exc)}"),))
+    except RecursionError:
+        return ReadResult(None, (Unreadable(name, None, "invalid JSON: nested too deeply"),))
     try:
         return ReadResult(parse(obj))
     except FormatError as exc:
         return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
+    except RecursionError:
+        return ReadResult(None, (Unreadable(name, None, "nested too deeply"),))
