@@ -15,13 +15,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import PurePath
-from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 
-from .fields import Fields, is_number, read_document
 from .problems import ReadResult
+from .records import Record, Rendered, Version, blank_to_none, convert, read_document
 
 _FILE = re.compile(r"v(\d{1,9})\.json")
 _PEAK_SUFFIX = "_peak_utilization_pct"
@@ -30,50 +29,83 @@ LATENCY = "latency_us_geomean"
 SCORE = "performance_score"
 
 
-class MemoryVersion(msgspec.Struct, frozen=True):
-    version: int | None
-    masked: bool | None
-    timestamp: str | None
-    # performance
-    latency_us: float | None
-    latency_us_geomean: float | None
-    latency_us_arith_mean: float | None
-    latency_us_by_shape: Mapping[str, float | None] | None
-    measurement_status: str | None  # complete | not_evaluated_or_incomplete
-    measured_shape_count: int | None
-    expected_shape_count: int | None
-    measurement_subject: str | None  # candidate | episode_head | incumbent | unavailable
-    measurement_source: str | None
-    comparison_method: str | None
-    carried_from_version: int | None
-    speedup_vs_ref_geomean: float | None
-    authoritative_improvement_pct: float | None
-    tflops: float | None
-    bandwidth_gbps: float | None
-    peak_utilization_pct: Mapping[str, float] | None  # "<unit>" of each <unit>_peak_utilization_pct
-    performance_objective: str | None  # newer generation
-    performance_score: float | None  # newer generation
-    # correctness and gate
-    correctness_status: str | None  # PASS | FAIL | UNKNOWN | TIMEOUT_FAIL
-    max_abs_err: float | None
-    max_rel_err: float | None
-    quality_gate_result: str | None
-    quality_gate_failure_reason: str | None
-    action_category: str | None
-    bottleneck_type: str | None
-    experiment_count: int | None
-    open_directions: tuple[str, ...] | None
-    git_commit_hash: str | None
-    long_horizon_status: str | None
-    long_horizon_mode: str | None
-    long_horizon_verification: str | None  # abba | single_evaluator
-    raw: dict
+class Performance(Record, frozen=True):
+    latency_us: float | None = None
+    latency_us_geomean: float | None = None
+    latency_us_arith_mean: float | None = None
+    latency_us_by_shape: dict[str, float | None] | None = None
+    measurement_status: str | None = None  # complete | not_evaluated_or_incomplete
+    measured_shape_count: int | None = None
+    expected_shape_count: int | None = None
+    measurement_subject: str | None = None  # candidate | episode_head | incumbent | unavailable
+    measurement_source: str | None = None
+    comparison_method: str | None = None
+    carried_from_version: Version | None = None
+    speedup_vs_ref_geomean: float | None = None
+    authoritative_improvement_pct: float | None = None
+    tflops: float | None = None
+    bandwidth_gbps: float | None = None
+    performance_objective: str | None = None  # newer generation
+    performance_score: float | None = None  # newer generation
 
-    def to_json(self) -> dict:
-        document = dict(self.raw)
-        if document.get("version") is None and self.version is not None:
-            document["version"] = f"v{self.version}"  # taken from the file name
-        return document
+
+class Correctness(Record, frozen=True):
+    status: str | None = None  # PASS | FAIL | UNKNOWN | TIMEOUT_FAIL
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+
+
+class QualityGate(Record, frozen=True):
+    result: str | None = None
+    failure_reason: str | None = None
+
+
+class Optimization(Record, frozen=True):
+    action_category: str | None = None
+
+
+class ProfileEvidence(Record, frozen=True):
+    bottleneck_type: str | None = None
+
+
+class Experience(Record, frozen=True):
+    experiment_count: int | None = None
+    experiments: list[Any] | None = None
+
+
+class LongHorizon(Record, frozen=True):
+    status: str | None = None
+    mode: str | None = None
+    verification: str | None = None  # abba | single_evaluator
+
+
+class MemoryVersion(Record, frozen=True):
+    version: Version | None = None
+    masked: bool | None = None
+    timestamp: str | None = None
+    performance: Performance | None = None
+    correctness: Correctness | None = None
+    quality_gate: QualityGate | None = None
+    optimization: Optimization | None = None
+    profile_evidence: ProfileEvidence | None = None
+    experience: Experience | None = None
+    open_directions: tuple[Rendered, ...] | None = None
+    git_commit_hash: str | None = None
+    long_horizon: LongHorizon | None = None
+    # "<unit>" of each performance.<unit>_peak_utilization_pct, gathered by the reader
+    peak_utilization_pct: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("git_commit_hash",))
+
+    def to_json(self) -> dict[str, Any]:
+        """The document as its reader reads it (peaks back under ``performance``)."""
+        out = super().to_json()
+        peaks = out.pop("peak_utilization_pct", None)
+        if peaks:
+            performance = out["performance"] = dict(out.get("performance") or {})
+            performance.update({f"{unit}{_PEAK_SUFFIX}": value for unit, value in peaks.items()})
+        return out
 
     @property
     def accepted(self) -> bool:
@@ -92,74 +124,144 @@ class MemoryVersion(msgspec.Struct, frozen=True):
             return float(self.performance_score), SCORE
         return None
 
+    # The nested figures under the flat names the console shows them by.
+    @property
+    def latency_us(self) -> float | None:
+        return self.performance.latency_us if self.performance else None
 
-def _peaks(performance: Fields | None) -> Mapping[str, float] | None:
-    if performance is None:
+    @property
+    def latency_us_geomean(self) -> float | None:
+        return self.performance.latency_us_geomean if self.performance else None
+
+    @property
+    def latency_us_arith_mean(self) -> float | None:
+        return self.performance.latency_us_arith_mean if self.performance else None
+
+    @property
+    def latency_us_by_shape(self) -> Mapping[str, float | None] | None:
+        return self.performance.latency_us_by_shape if self.performance else None
+
+    @property
+    def measurement_status(self) -> str | None:
+        return self.performance.measurement_status if self.performance else None
+
+    @property
+    def measured_shape_count(self) -> int | None:
+        return self.performance.measured_shape_count if self.performance else None
+
+    @property
+    def expected_shape_count(self) -> int | None:
+        return self.performance.expected_shape_count if self.performance else None
+
+    @property
+    def measurement_subject(self) -> str | None:
+        return self.performance.measurement_subject if self.performance else None
+
+    @property
+    def measurement_source(self) -> str | None:
+        return self.performance.measurement_source if self.performance else None
+
+    @property
+    def comparison_method(self) -> str | None:
+        return self.performance.comparison_method if self.performance else None
+
+    @property
+    def carried_from_version(self) -> int | None:
+        return self.performance.carried_from_version if self.performance else None
+
+    @property
+    def speedup_vs_ref_geomean(self) -> float | None:
+        return self.performance.speedup_vs_ref_geomean if self.performance else None
+
+    @property
+    def authoritative_improvement_pct(self) -> float | None:
+        return self.performance.authoritative_improvement_pct if self.performance else None
+
+    @property
+    def tflops(self) -> float | None:
+        return self.performance.tflops if self.performance else None
+
+    @property
+    def bandwidth_gbps(self) -> float | None:
+        return self.performance.bandwidth_gbps if self.performance else None
+
+    @property
+    def performance_objective(self) -> str | None:
+        return self.performance.performance_objective if self.performance else None
+
+    @property
+    def performance_score(self) -> float | None:
+        return self.performance.performance_score if self.performance else None
+
+    @property
+    def correctness_status(self) -> str | None:
+        return self.correctness.status if self.correctness else None
+
+    @property
+    def max_abs_err(self) -> float | None:
+        return self.correctness.max_abs_err if self.correctness else None
+
+    @property
+    def max_rel_err(self) -> float | None:
+        return self.correctness.max_rel_err if self.correctness else None
+
+    @property
+    def quality_gate_result(self) -> str | None:
+        return self.quality_gate.result if self.quality_gate else None
+
+    @property
+    def quality_gate_failure_reason(self) -> str | None:
+        return self.quality_gate.failure_reason if self.quality_gate else None
+
+    @property
+    def action_category(self) -> str | None:
+        return self.optimization.action_category if self.optimization else None
+
+    @property
+    def bottleneck_type(self) -> str | None:
+        return self.profile_evidence.bottleneck_type if self.profile_evidence else None
+
+    @property
+    def experiment_count(self) -> int | None:
+        if self.experience is None:
+            return None
+        if self.experience.experiment_count is not None:
+            return self.experience.experiment_count
+        listed = self.experience.experiments
+        return None if listed is None else len(listed)
+
+    @property
+    def long_horizon_status(self) -> str | None:
+        return self.long_horizon.status if self.long_horizon else None
+
+    @property
+    def long_horizon_mode(self) -> str | None:
+        return self.long_horizon.mode if self.long_horizon else None
+
+    @property
+    def long_horizon_verification(self) -> str | None:
+        return self.long_horizon.verification if self.long_horizon else None
+
+
+def _peaks(obj: Any) -> dict[str, float] | None:
+    """``<unit>_peak_utilization_pct`` figures of ``performance``, by unit."""
+    performance = obj.get("performance") if isinstance(obj, dict) else None
+    if not isinstance(performance, dict):
         return None
     peaks = {}
-    for key in performance.obj:
+    for key, value in performance.items():
         if isinstance(key, str) and key.endswith(_PEAK_SUFFIX):
-            value = performance.number(key)
-            if value is not None:
-                peaks[key[: -len(_PEAK_SUFFIX)]] = value
-    return MappingProxyType(peaks) if peaks else None
+            number = convert(value, float | None, f"performance.{key}")  # type: ignore[arg-type]
+            if number is not None:
+                peaks[key[: -len(_PEAK_SUFFIX)]] = number
+    return peaks or None
 
 
 def parse_memory_version(obj: Any, path_version: int | None = None) -> MemoryVersion:
-    f = Fields(obj)
-    perf = f.nested("performance")
-    correctness = f.nested("correctness")
-    gate = f.nested("quality_gate")
-    optimization = f.nested("optimization")
-    profile = f.nested("profile_evidence")
-    experience = f.nested("experience")
-    long_horizon = f.nested("long_horizon")
-
-    def p(method: str, key: str) -> Any:
-        return getattr(perf, method)(key) if perf is not None else None
-
-    experiment_count = experience.integer("experiment_count") if experience else None
-    if experiment_count is None and experience is not None:
-        listed = experience.array("experiments")
-        experiment_count = None if listed is None else len(listed)
-    version = f.version("version")
-    return MemoryVersion(
-        version=version if version is not None else path_version,
-        masked=f.boolean("masked"),
-        timestamp=f.string("timestamp"),
-        latency_us=p("number", "latency_us"),
-        latency_us_geomean=p("number", "latency_us_geomean"),
-        latency_us_arith_mean=p("number", "latency_us_arith_mean"),
-        latency_us_by_shape=p("numbers_by_key", "latency_us_by_shape"),
-        measurement_status=p("string", "measurement_status"),
-        measured_shape_count=p("integer", "measured_shape_count"),
-        expected_shape_count=p("integer", "expected_shape_count"),
-        measurement_subject=p("string", "measurement_subject"),
-        measurement_source=p("string", "measurement_source"),
-        comparison_method=p("string", "comparison_method"),
-        carried_from_version=p("version", "carried_from_version"),
-        speedup_vs_ref_geomean=p("number", "speedup_vs_ref_geomean"),
-        authoritative_improvement_pct=p("number", "authoritative_improvement_pct"),
-        tflops=p("number", "tflops"),
-        bandwidth_gbps=p("number", "bandwidth_gbps"),
-        peak_utilization_pct=_peaks(perf),
-        performance_objective=p("string", "performance_objective"),
-        performance_score=p("number", "performance_score"),
-        correctness_status=correctness.string("status") if correctness else None,
-        max_abs_err=correctness.number("max_abs_err") if correctness else None,
-        max_rel_err=correctness.number("max_rel_err") if correctness else None,
-        quality_gate_result=gate.string("result") if gate else None,
-        quality_gate_failure_reason=gate.string("failure_reason") if gate else None,
-        action_category=optimization.string("action_category") if optimization else None,
-        bottleneck_type=profile.string("bottleneck_type") if profile else None,
-        experiment_count=experiment_count,
-        open_directions=f.texts("open_directions"),
-        git_commit_hash=f.text("git_commit_hash"),
-        long_horizon_status=long_horizon.string("status") if long_horizon else None,
-        long_horizon_mode=long_horizon.string("mode") if long_horizon else None,
-        long_horizon_verification=long_horizon.string("verification") if long_horizon else None,
-        raw=obj,
-    )
+    record = convert(obj, MemoryVersion)
+    peaks = _peaks(obj) or record.peak_utilization_pct  # a re-read of to_json() carries them
+    version = record.version if record.version is not None or path_version is None else Version(path_version)
+    return msgspec.structs.replace(record, version=version, peak_utilization_pct=peaks)
 
 
 def version_number_from_path(path: str | os.PathLike) -> int | None:
@@ -168,9 +270,10 @@ def version_number_from_path(path: str | os.PathLike) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def read_memory_version(path: str | os.PathLike) -> ReadResult[MemoryVersion]:
+def read_memory_version(path: str | os.PathLike[str]) -> ReadResult[MemoryVersion]:
     from_path = version_number_from_path(path)
-    return read_document(path, lambda obj, note: parse_memory_version(obj, from_path))
+    parse: Callable[[Any, Callable[[str], None]], MemoryVersion] = lambda obj, note: parse_memory_version(obj, from_path)
+    return read_document(path, parse)
 
 
 def incumbent_curve(
@@ -183,7 +286,7 @@ def incumbent_curve(
     ``framework_baseline_version`` is the version the campaign's framework baseline
     recorded (``framework_baseline.json``), when known.
     """
-    points = {}
+    points: dict[int, tuple[int, float, str]] = {}
     for record in versions:
         if record.version is None:
             continue
@@ -194,6 +297,6 @@ def incumbent_curve(
             and record.measurement_subject == "candidate"
         )
         figure = record.curve_figure()
-        if (baseline or promoted) and figure is not None and is_number(figure[0]):
-            points[record.version] = (record.version, figure[0], figure[1])
+        if (baseline or promoted) and figure is not None:
+            points[int(record.version)] = (int(record.version), figure[0], figure[1])
     return tuple(points[v] for v in sorted(points))

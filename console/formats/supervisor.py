@@ -17,8 +17,8 @@ from typing import Any, Callable, Mapping
 import msgspec
 
 from .abba import AbbaVerdict, parse_verdict
-from .fields import Fields, raw_json, read_document
-from .problems import ReadResult
+from .problems import FormatError, ReadResult
+from .records import Record, Rendered, Version, blank_to_none, convert, read_document, records_of
 
 LOG_PREFIX = "[long-horizon]"
 # The four modes of both generations. An unknown mode is kept as written rather than
@@ -45,143 +45,150 @@ ATTEMPT_STATUSES = (
     "protocol_failure",
 )
 
-_COUNTERS = (
-    "episodes",
-    "accepted",
-    "rejected",
-    "pivoted",
-    "blocked",
-    "protocol_failures",
-    "interrupted",
-    "tokens",
-    "consecutive_without_promotion",
-)
+
+class AttemptTelemetry(Record, frozen=True):
+    summary: str | None = None  # path of the episode's telemetry.summary.json
+    measurement: str | None = None
+    reason_codes: tuple[str, ...] | None = None
 
 
-class Attempt(msgspec.Struct, frozen=True):
-    episode: int | None
-    version: int | None  # memory version, written as N or "vN"
-    mode: str | None
-    fast_trials: int | None
-    status: str | None
-    accepted: bool | None
-    violation: str | None
-    base_commit: str | None
-    episode_branch: str | None
-    episode_head: str | None
-    candidate_commit: str | None
-    changed_paths: tuple[str, ...] | None
-    session_id: str | None
-    resume_count: int | None
-    tokens: int | None
-    summary: str | None
-    next_directions: tuple[str, ...] | None
-    verification: AbbaVerdict | None  # None when absent or not an ABBA verdict (see raw)
-    telemetry_summary: str | None  # path of the episode's telemetry.summary.json
-    telemetry_measurement: str | None
-    telemetry_reason_codes: tuple[str, ...] | None
-    promotion_commit: str | None
-    outcome_commit: str | None
-    raw: dict
+class Attempt(Record, frozen=True):
+    episode: int | None = None
+    version: Version | None = None  # memory version, written as N or "vN"
+    mode: str | None = None
+    fast_trials: int | None = None
+    status: str | None = None
+    accepted: bool | None = None
+    violation: str | None = None
+    base_commit: str | None = None
+    episode_branch: str | None = None
+    episode_head: str | None = None
+    candidate_commit: str | None = None
+    changed_paths: tuple[str, ...] | None = None
+    session_id: str | None = None
+    resume_count: int | None = None
+    tokens: int | None = None
+    summary: str | None = None
+    next_directions: tuple[Rendered, ...] | None = None
+    # An ABBA verdict, parsed apart by parse_attempt (the verdict record is shared with the
+    # GPU side); None when absent or not an ABBA verdict (a single-evaluator check).
+    verification: AbbaVerdict | None = None
+    telemetry: AttemptTelemetry | None = None
+    promotion_commit: str | None = None
+    outcome_commit: str | None = None
 
-    to_json = raw_json
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("violation", "base_commit", "episode_branch", "episode_head", "candidate_commit",
+                             "session_id", "promotion_commit", "outcome_commit"))
+
+    def to_json(self) -> dict[str, Any]:
+        out = msgspec.to_builtins(msgspec.structs.replace(self, verification=None), enc_hook=_encode_str)
+        # The verdict as read (its record keeps the object) parses back to an equal record.
+        out["verification"] = None if self.verification is None else dict(self.verification.raw)
+        encoded: dict[str, Any] = out
+        return encoded
+
+    @property
+    def telemetry_summary(self) -> str | None:
+        return self.telemetry.summary if self.telemetry else None
+
+    @property
+    def telemetry_measurement(self) -> str | None:
+        return self.telemetry.measurement if self.telemetry else None
+
+    @property
+    def telemetry_reason_codes(self) -> tuple[str, ...] | None:
+        return self.telemetry.reason_codes if self.telemetry else None
+
+
+def _encode_str(value: Any) -> Any:
+    if isinstance(value, int):  # Version
+        return int(value)
+    if isinstance(value, str):  # Rendered
+        return str(value)
+    raise NotImplementedError(type(value))
 
 
 def parse_attempt(obj: Any, where: str | None = None) -> Attempt:
-    f = Fields(obj, where)
-    verification = f.nested("verification")
-    telemetry = f.nested("telemetry")
-    return Attempt(
-        episode=f.integer("episode"),
-        version=f.version("version"),
-        mode=f.string("mode"),
-        fast_trials=f.integer("fast_trials"),
-        status=f.string("status"),
-        accepted=f.boolean("accepted"),
-        violation=f.text("violation"),
-        base_commit=f.text("base_commit"),
-        episode_branch=f.text("episode_branch"),
-        episode_head=f.text("episode_head"),
-        candidate_commit=f.text("candidate_commit"),
-        changed_paths=f.strings("changed_paths"),
-        session_id=f.text("session_id"),
-        resume_count=f.integer("resume_count"),
-        tokens=f.integer("tokens"),
-        summary=f.string("summary"),
-        next_directions=f.texts("next_directions"),
-        # A fast episode checked by the single evaluator stores no ABBA gate.
-        verification=(
-            parse_verdict(verification.obj, verification.where)
-            if verification is not None and verification.has("gate")
-            else None
-        ),
-        telemetry_summary=telemetry.string("summary") if telemetry else None,
-        telemetry_measurement=telemetry.string("measurement") if telemetry else None,
-        telemetry_reason_codes=telemetry.strings("reason_codes") if telemetry else None,
-        promotion_commit=f.text("promotion_commit"),
-        outcome_commit=f.text("outcome_commit"),
-        raw=obj,
-    )
+    prefix = f"{where}." if where else ""
+    verification = obj.get("verification") if isinstance(obj, dict) else None
+    if verification is not None and not isinstance(verification, dict):
+        raise FormatError(f"{prefix}verification: Expected `object | null`, got `{type(verification).__name__}`")
+    rest = {k: v for k, v in obj.items() if k != "verification"} if isinstance(obj, dict) else obj
+    attempt = convert(rest, Attempt, where)
+    # A fast episode checked by the single evaluator stores no ABBA gate.
+    if verification is None or verification.get("gate") is None:
+        return attempt
+    return msgspec.structs.replace(attempt, verification=parse_verdict(verification, f"{prefix}verification"))
 
 
-def read_attempt(path: str | os.PathLike) -> ReadResult[Attempt]:
-    return read_document(path, lambda obj, note: parse_attempt(obj))
+def read_attempt(path: str | os.PathLike[str]) -> ReadResult[Attempt]:
+    parse: Callable[[Any, Callable[[str], None]], Attempt] = lambda obj, note: parse_attempt(obj)
+    return read_document(path, parse)
 
 
-class SupervisorState(msgspec.Struct, frozen=True):
-    episodes: int | None
-    accepted: int | None
-    rejected: int | None
-    pivoted: int | None
-    blocked: int | None
-    protocol_failures: int | None
-    interrupted: int | None
-    tokens: int | None  # settled total: the headline figure
-    consecutive_without_promotion: int | None
-    attempts: tuple[Attempt, ...] | None
-    usage_receipts: Mapping[str, Any] | None  # newer generation
-    raw: dict
+class SupervisorState(Record, frozen=True):
+    episodes: int | None = None
+    accepted: int | None = None
+    rejected: int | None = None
+    pivoted: int | None = None
+    blocked: int | None = None
+    protocol_failures: int | None = None
+    interrupted: int | None = None
+    tokens: int | None = None  # settled total: the headline figure
+    consecutive_without_promotion: int | None = None
+    attempts: tuple[Attempt, ...] | None = None
+    usage_receipts: dict[str, Any] | None = None  # newer generation
 
-    def to_json(self) -> dict:
-        if self.attempts is None:
-            return dict(self.raw)
-        return {**self.raw, "attempts": [attempt.to_json() for attempt in self.attempts]}
+    def to_json(self) -> dict[str, Any]:
+        out = msgspec.structs.asdict(msgspec.structs.replace(self, attempts=None))
+        out["attempts"] = None if self.attempts is None else [attempt.to_json() for attempt in self.attempts]
+        return out
 
 
 def parse_state(obj: Any, note: Callable[[str], None] | None = None) -> SupervisorState:
     """``state.json``. A malformed attempt raises, or with ``note`` is skipped and noted."""
-    f = Fields(obj)
-    counters = {name: f.integer(name) for name in _COUNTERS}
-    return SupervisorState(
-        **counters,
-        attempts=f.records("attempts", parse_attempt, note),
-        usage_receipts=f.mapping("usage_receipts"),
-        raw=obj,
-    )
+    rest = {k: v for k, v in obj.items() if k != "attempts"} if isinstance(obj, dict) else obj
+    state = convert(rest, SupervisorState)
+    items = obj.get("attempts")
+    if items is None:
+        return state
+    if not isinstance(items, list):
+        raise FormatError(f"attempts: Expected `array | null`, got `{type(items).__name__}`")
+    attempts = []
+    for index, item in enumerate(items):
+        try:
+            attempts.append(parse_attempt(item, f"attempts[{index}]"))
+        except FormatError as exc:
+            if note is None:
+                raise
+            note(str(exc))
+    return msgspec.structs.replace(state, attempts=tuple(attempts))
 
 
-def read_state(path: str | os.PathLike) -> ReadResult[SupervisorState]:
+def read_state(path: str | os.PathLike[str]) -> ReadResult[SupervisorState]:
     """``state.json``; a bad attempt is reported as a problem and the rest is kept."""
     return read_document(path, parse_state)
 
 
-class ActiveEpisode(msgspec.Struct, frozen=True):
-    episode: int | None
-    memory_version: int | None
-    base_commit: str | None
-    episode_branch: str | None
-    worktree: str | None
-    mode: str | None
-    fast_trials: int | None
-    phase: str | None
-    terminal_status: str | None
-    promotion_commit: str | None
-    outcome_commit: str | None
-    resumed_from_phase: str | None
-    restart_count: int | None
-    raw: dict
+class ActiveEpisode(Record, frozen=True):
+    episode: int | None = None
+    memory_version: Version | None = None
+    base_commit: str | None = None
+    episode_branch: str | None = None
+    worktree: str | None = None
+    mode: str | None = None
+    fast_trials: int | None = None
+    phase: str | None = None
+    terminal_status: str | None = None
+    promotion_commit: str | None = None
+    outcome_commit: str | None = None
+    resumed_from_phase: str | None = None
+    restart_count: int | None = None
 
-    to_json = raw_json
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("base_commit", "episode_branch", "worktree", "terminal_status", "promotion_commit",
+                             "outcome_commit", "resumed_from_phase"))
 
     @property
     def known_mode(self) -> bool:
@@ -189,28 +196,13 @@ class ActiveEpisode(msgspec.Struct, frozen=True):
 
 
 def parse_active_episode(obj: Any) -> ActiveEpisode:
-    f = Fields(obj)
-    return ActiveEpisode(
-        episode=f.integer("episode"),
-        memory_version=f.version("memory_version"),
-        base_commit=f.text("base_commit"),
-        episode_branch=f.text("episode_branch"),
-        worktree=f.text("worktree"),
-        mode=f.string("mode"),
-        fast_trials=f.integer("fast_trials"),
-        phase=f.string("phase"),
-        terminal_status=f.text("terminal_status"),
-        promotion_commit=f.text("promotion_commit"),
-        outcome_commit=f.text("outcome_commit"),
-        resumed_from_phase=f.text("resumed_from_phase"),
-        restart_count=f.integer("restart_count"),
-        raw=obj,
-    )
+    return convert(obj, ActiveEpisode)
 
 
-def read_active_episode(path: str | os.PathLike) -> ReadResult[ActiveEpisode]:
+def read_active_episode(path: str | os.PathLike[str]) -> ReadResult[ActiveEpisode]:
     """``active_episode.json``; a missing file means no episode is running."""
-    return read_document(path, lambda obj, note: parse_active_episode(obj))
+    parse: Callable[[Any, Callable[[str], None]], ActiveEpisode] = lambda obj, note: parse_active_episode(obj)
+    return read_document(path, parse)
 
 
 # -- log lines -------------------------------------------------------------------------
