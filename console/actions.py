@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TOOLS_DIR = Path(__file__).resolve().parent.parent / "tools"
-SANDBOX_SCRIPT = TOOLS_DIR / "sandbox.py"
-PROFILE_SCRIPT = TOOLS_DIR / "profile_nvidia.sh"
-TIMELINE_SCRIPT = TOOLS_DIR.parent / "skills" / "autonomous-gpu-kernel-timeline" / "scripts" / "timeline.py"
-ABBA_SCRIPT = TOOLS_DIR / "abba.py"
+from console.kit import kit_path
+
+SANDBOX_SCRIPT = kit_path("tools") / "sandbox.py"
+PROFILE_SCRIPT = kit_path("tools") / "profile_nvidia.sh"
+TIMELINE_SCRIPT = kit_path("skills") / "autonomous-gpu-kernel-timeline" / "scripts" / "timeline.py"
+ABBA_SCRIPT = kit_path("tools") / "abba.py"
 EVALUATOR = ("python", "test_kernel.py")
 # The timeline skill's own measure recipe: clean_kernel.py is the kernel before the probe
 # went in, bench.py prints one sample line per process (``--probe`` runs the instrumented one).

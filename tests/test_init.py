@@ -82,6 +82,6 @@ def test_init_refuses_bad_input(tmp_path, capsys, argv, message):
 def test_missing_bundled_examples_is_a_clear_error(tmp_path, capsys, monkeypatch):
     import console.commands.init as init
 
-    monkeypatch.setattr(init, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(init, "kit_path", lambda area: tmp_path / area)
     assert main(["init", "--list"]) == 2
     assert "bundled problems not found" in capsys.readouterr().err

@@ -6,8 +6,8 @@ evaluator), ``profile_driver.py``, the tool kit under ``tools/`` and the skills 
 ``skills/``. Runtime evidence (live memory, plans, profiles, supervisor files) is listed in
 ``.git/info/exclude`` so it never lands in a commit.
 
-The bundled problems, tools and skills are found next to the installed package source (the
-project is installed editable), so this verb works from any directory.
+The bundled problems, tools and skills are the package's kit (``console/kit``), so this verb
+works from any directory, from a checkout or an installed wheel alike.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+
+from console.kit import kit_path
 
 HELP = "create an episode workspace (git repo) from a bundled problem"
 
@@ -49,18 +51,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--list", action="store_true", help="list the bundled problems and exit")
 
 
-def repo_root() -> Path:
-    import console
-
-    return Path(console.__file__).resolve().parents[1]
-
-
 def problems_dir() -> Path:
     from console.cli import CommandError
 
-    path = repo_root() / "examples" / "problems"
+    path = kit_path("problems")
     if not path.is_dir():
-        raise CommandError(f"bundled problems not found at {path} (is episcope installed from its source tree?)")
+        raise CommandError(f"bundled problems not found at {path} (a broken install: reinstall episcope-console)")
     return path
 
 
@@ -115,8 +111,7 @@ def create_workspace(target: Path, problem_name: str) -> Path:
     starting = next((source / k for k in _STARTING_KERNELS if (source / k).is_file()), None)
     if starting is None:
         raise CommandError(f"problem {problem_name!r} has no kernel_naive.py or kernel.py")
-    root = repo_root()
-    tools = root / "tools"
+    tools = kit_path("tools")
     required = [tools / "evaluate.py", tools / "profile_driver.py", tools / "problem_contract.py"]
     missing = [str(p) for p in required if not p.is_file()]
     if missing:
@@ -136,7 +131,7 @@ def create_workspace(target: Path, problem_name: str) -> Path:
     for tool in sorted(tools.iterdir()):
         if tool.is_file() and tool.suffix in (".py", ".sh"):
             shutil.copy2(tool, target / "tools" / tool.name)
-    skills = root / "skills"
+    skills = kit_path("skills")
     if skills.is_dir():
         shutil.copytree(skills, target / "skills", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (target / "memory").mkdir()
