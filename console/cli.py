@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 VERBS: dict[str, str] = {
@@ -41,37 +40,12 @@ class CommandError(Exception):
         self.code = code
 
 
-class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, told the terminal width up front. Left to find it, argparse
-    imports shutil (and zlib, bz2, lzma with it) as it adds the first argument, which costs
-    a ``status`` more than its own parsing."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        super().__init__(prog, indent_increment, max_help_position, _terminal_columns() - 2 if width is None else width)
-
-
-def _terminal_columns() -> int:
-    """``shutil.get_terminal_size().columns``: $COLUMNS, else the terminal's, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns or 80
-
-
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or (``verb``) only that verb's sub-parser: running one verb
     imports no other verb's module."""
     parser = argparse.ArgumentParser(
         prog="episcope",
         description="Watch, drive and replay GPU-kernel optimization episodes.",
-        formatter_class=_HelpFormatter,
     )
     from console import __version__
 
@@ -86,7 +60,7 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
             if exc.name != module_name:
                 raise
             continue
-        verb_parser = sub.add_parser(name, help=module.HELP, description=module.HELP, formatter_class=_HelpFormatter)
+        verb_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(verb_parser)
         verb_parser.set_defaults(_run=module.run)
     return parser

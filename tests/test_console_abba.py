@@ -12,7 +12,7 @@ import pytest
 
 from console.app import EpiscopeApp
 from console.episode import events as ev
-from console.episode.ingest import classify
+from console.episode.registry import artifact_at
 from console.episode.session import Session
 from console_fixture import build_episode
 from spine_helpers import git
@@ -38,6 +38,11 @@ print("[test_kernel] RESULT_JSON=" + json.dumps({"all_pass": True, "failures": [
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+def classify(rel: str) -> str | None:
+    artifact = artifact_at(rel)
+    return artifact.kind if artifact is not None else None
 
 
 def test_verification_files_are_classified():

@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from spine_helpers import git, line, make_campaign, tele, write_lines
 
 from console.episode import events as ev
-from console.episode.ingest import Ingest, classify
+from console.episode.registry import artifact_at
 from console.episode.session import Session
 from console.episode.workspace import WorkspaceError, resolve_workspace
-
-from spine_helpers import git, line, make_campaign, tele, write_lines
 
 EPISCOPE = [sys.executable, "-m", "console.cli"]
 
@@ -55,7 +54,8 @@ def test_not_a_workspace_is_a_clear_error(tmp_path):
     ],
 )
 def test_classify(rel, kind):
-    assert classify(rel) == kind
+    artifact = artifact_at(rel)
+    assert (artifact.kind if artifact else None) == kind
 
 
 def test_scan_reads_campaign_and_worktree(campaign):
@@ -284,13 +284,3 @@ def test_naive_offset_and_missing_timestamps_keep_their_times(campaign):
     assert [e.at for e in session.scan_events() if e.kind == ev.TELEMETRY] == expected
     status = Session(worktree).scan()
     assert [r.at for r in status.source_reads] == expected
-
-
-def test_the_compiled_telemetry_decoder_is_built():
-    """The cold-ingest goal needs it; without it ingest reads telemetry through msgspec."""
-    from console.formats import telemetry
-
-    assert telemetry.COMPILED, (
-        "console/formats/_telemetry_rows.c is not compiled: install a C compiler and reinstall episcope "
-        "(pip install -e .)"
-    )

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from spine_helpers import tele
 
 from console.episode import events as ev
 from console.episode.events import Event
 from console.episode.reducer import Reducer, fold
-from console.formats.telemetry import record_epochs, record_rows, telemetry_from_obj
-
-from spine_helpers import tele
+from console.formats.telemetry import telemetry_from_obj
 
 
 def events(*records, path="/w/.atrex_long_horizon/telemetry.jsonl"):
@@ -122,7 +121,7 @@ def test_fold_telemetry_equals_feeding_events():
     via_events = fold(events(*records))
     reducer = Reducer()
     decoded = [telemetry_from_obj(r) for r in records]
-    reducer.fold_telemetry_rows("/w/.atrex_long_horizon/telemetry.jsonl", record_rows(decoded), record_epochs(decoded))
+    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded, [r.epoch for r in decoded])
     direct = reducer.snapshot()
     assert list(direct.phase_spans) == list(via_events.phase_spans)
     assert direct.phase_totals == via_events.phase_totals
@@ -188,7 +187,7 @@ def test_batched_fold_equals_one_event_at_a_time(seed):
         position += step
     reducer = Reducer()
     decoded = [e.data for e in stream]
-    reducer.fold_telemetry_rows("/w/.atrex_long_horizon/telemetry.jsonl", record_rows(decoded), record_epochs(decoded))
+    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded, [r.epoch for r in decoded])
     for state in (batched.snapshot(), reducer.snapshot()):
         expected = one_by_one.snapshot()
         assert list(state.phase_spans) == list(expected.phase_spans)

@@ -26,7 +26,7 @@ def run(args) -> int:
 
     since = None
     if args.since:
-        since = iso_to_epoch(args.since if "+" in args.since[10:] or args.since.endswith("Z") else args.since + "+00:00")
+        since = iso_to_epoch(args.since)
         if since is None:
             raise CommandError(f"--since: not an ISO-8601 time: {args.since!r}")
     kinds = set(args.kind) if args.kind else None

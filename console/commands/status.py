@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
-import gc
 import sys
 
 HELP = "print the episode's state once (human summary, or one JSON document with --json)"
@@ -15,21 +13,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    # One document, then exit. Start-up allocates thousands of objects that live to the end
-    # (modules, classes, records) and makes no garbage worth a cycle search, so the cyclic
-    # collector is off while the document is made, and at exit (frozen) it does not walk
-    # them all once more either: together 5-10% of the run.
-    atexit.register(gc.freeze)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _print_status(args)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _print_status(args) -> int:
     from console.cli import CommandError
     from console.episode.session import Session
     from console.episode.summary import status_document
@@ -39,7 +22,7 @@ def _print_status(args) -> int:
         session = Session(args.path)
     except WorkspaceError as exc:
         raise CommandError(str(exc)) from None
-    document = status_document(session.scan())
+    document = status_document(session.scan(), gpu=_gpu_reading())
     if args.json:
         from console.formats.jsonio import dumps
 
@@ -50,3 +33,14 @@ def _print_status(args) -> int:
 
         sys.stdout.write(render_status(document))
     return 0
+
+
+def _gpu_reading():
+    """One NVML reading for the document (no driver: a reading that says why, never 0)."""
+    from console.gpu.sampler import GpuSampler
+
+    sampler = GpuSampler()
+    try:
+        return sampler.sample()
+    finally:
+        sampler.close()

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 TELEMETRY = "telemetry"  # data: formats.telemetry.TelemetryRecord
 EVALUATION = "evaluation"  # data: formats.evaluations.EvaluationRecord
 MEASURE_RUN = "measure_run"  # data: dict, one line of a timeline measure ``.runs.jsonl``
+JOB_LOG = "job_log"  # data: str, one line of a sandbox job's stdout.log or stderr.log
 ABBA_RUN = "abba_run"  # data: formats.abba.AbbaRun, one line of a verification's ``runs.jsonl``
 
 # Document kinds (one event per snapshot of a whole file; data is the parsed document).
@@ -31,6 +32,9 @@ TIMELINE_RECEIPT = "timeline_receipt"
 TIMELINE_MEASUREMENT = "timeline_measurement"
 JOB = "job"  # data: formats.job_record.JobRecord
 GIT = "git"  # data: episode.git_facts.GitFacts
+
+# Readings that no file holds (path names their source).
+GPU = "gpu"  # data: console.gpu.sampler.GpuReading, path "nvml"; the live console samples them
 
 # Bookkeeping kinds.
 REMOVED = "removed"  # data: the kind of the document that disappeared (path says which)

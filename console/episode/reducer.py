@@ -14,35 +14,38 @@ time is reported apart.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from types import MappingProxyType
-from typing import Iterable, Sequence
+
+from msgspec.structs import replace
+
+from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
 
 from . import events as ev
-from console.formats.telemetry import row_of
-
-from .clock import iso_to_epoch
+from .comparisons import Comparisons
 from .guards import evaluate_guards
+from .job_logs import JobLogs
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
 from .views import Prefix, combine
-
-
-# Spans, reads and operations are built with positional arguments, in field order, on the
-# cold-ingest path; the order is checked once here.
-if (PhaseSpan.__struct_fields__, SourceRead.__struct_fields__, SandboxOperation.__struct_fields__) != (
-    ("iteration_id", "attempt_id", "phase", "start_monotonic", "end_monotonic", "start_at", "end_at", "measurement",
-     "reason", "active"),
-    ("iteration_id", "attempt_id", "source_kind", "reference", "at", "monotonic"),
-    ("operation_id", "category", "iteration_id", "attempt_id", "started_at", "started_monotonic", "duration_seconds",
-     "status", "exit_status", "failure_type"),
-):
-    raise ImportError("console.episode.state changed its span fields; update the reducer's fold to match")
 
 
 class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
-    __slots__ = ("open", "spans", "totals", "clocks", "span_seconds", "orchestration", "reads", "ops_done",
-                 "ops_running", "count", "ids", "reasons")
+    __slots__ = (
+        "clocks",
+        "count",
+        "ids",
+        "open",
+        "ops_done",
+        "ops_running",
+        "orchestration",
+        "reads",
+        "reasons",
+        "span_seconds",
+        "spans",
+        "totals",
+    )
 
     def __init__(self) -> None:
         self.open: dict[tuple[str, str], tuple[str, float | None, float | None]] = {}
@@ -81,7 +84,8 @@ class _TelemetryFold:
         return clock
 
     def _close(self, span: PhaseSpan, clock: list) -> None:
-        """Keep a closed span and count it (every span but the explicit one, folded inline)."""
+        """Keep a closed span, add its wall time to its phase and attempt, and count why it
+        is partial if it is."""
         self.spans.append(span)
         total = self.totals.get(span.phase)
         if total is None:
@@ -96,33 +100,29 @@ class _TelemetryFold:
             total[2] += 1
             self.reasons[span.reason or "partial"] = self.reasons.get(span.reason or "partial", 0) + 1
 
-    def add(self, rows: Sequence[tuple], ats: Sequence) -> None:
-        """Fold records in file order, as rows (``ROW_FIELDS``), each with its wall-clock
-        time (``at``).
+    def add(self, records: Sequence[FoldedTelemetry | TelemetryRecord], ats: Sequence[float | None]) -> None:
+        """Fold records in file order, each with its wall-clock time (``at``).
 
-        This loop runs once per telemetry line of a cold ingest, so it is written for
-        speed. Consecutive records of one attempt (the usual case) form a run: the run
-        looks its attempt up once and keeps the attempt's clock bounds and open phase in
-        local variables, written back when the run ends. The explicit span, by far the
-        most common outcome, is folded inline; the partial ones go through ``_close``.
+        This loop runs once per telemetry line of a cold ingest. Consecutive records of
+        one attempt (the usual case) form a run: the run looks its attempt up once and
+        keeps the attempt's clock bounds and open phase in local variables, written back
+        when the run ends.
         """
         intern = self.ids.setdefault
-        append_span = self.spans.append
-        totals = self.totals
         count = self.count
         iteration = attempt = None
         clock: list = []
         first = last = current = None  # the run's attempt: clock bounds and open phase
-        for (event, row_iteration, row_attempt, row_phase, mono, kind, reference, op_id, category, duration, status,
-             exit_status, failure_type), at in zip(rows, ats):
+        for record, at in zip(records, ats):
             count += 1
-            if row_iteration != iteration or row_attempt != attempt:
+            if record.iteration_id != iteration or record.attempt_id != attempt:
                 if clock:
                     self._end_run(clock, first, last, current)
-                iteration, attempt = row_iteration, row_attempt
+                iteration, attempt = record.iteration_id, record.attempt_id
                 clock = self._clock(iteration, attempt)
                 first, last, (iteration_id, attempt_id) = clock[0], clock[1], clock[2]  # interned ids
                 current = self.open.get(clock[2])
+            mono = record.monotonic_seconds
             if mono is not None:  # first and last are both None or both set
                 if last is None:
                     first = last = mono
@@ -130,46 +130,40 @@ class _TelemetryFold:
                     last = mono
                 elif mono < first:
                     first = mono
+            event = record.event
             if event == "phase_completed":
                 if current is None:
-                    phase = intern(row_phase, row_phase)  # a phase marker always has one
-                    self._close(PhaseSpan(iteration_id, attempt_id, phase, None, mono, None, at, "partial", "orphan_end", False), clock)
+                    self._close(PhaseSpan(iteration_id, attempt_id, intern(record.phase, record.phase), None, mono,
+                                          None, at, "partial", "orphan_end"), clock)
                 else:
                     phase, start, start_at = current
                     current = None
-                    if phase == row_phase:
-                        append_span(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "explicit", None, False))
-                        total = totals.get(phase)
-                        if total is None:
-                            total = totals[phase] = [0.0, 0, 0]
-                        if start is not None and mono is not None:
-                            total[0] += mono - start
-                            clock[3] += mono - start
-                        total[1] += 1
+                    if phase == record.phase:
+                        self._close(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "explicit"), clock)
                     else:
-                        self._close(
-                            PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "mismatched_end", False),
-                            clock,
-                        )
+                        self._close(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial",
+                                              "mismatched_end"), clock)
             elif event == "phase_started":
                 if current is not None:
                     phase, start, start_at = current
-                    self._close(
-                        PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial", "overlapping", False),
-                        clock,
-                    )
-                current = (intern(row_phase, row_phase), mono, at)
+                    self._close(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial",
+                                          "overlapping"), clock)
+                current = (intern(record.phase, record.phase), mono, at)
             elif event == "source_read":
-                self.reads.append(SourceRead(iteration_id, attempt_id, kind if kind is None else intern(kind, kind), reference, at, mono))
+                kind = record.source_kind
+                self.reads.append(SourceRead(iteration_id, attempt_id, kind if kind is None else intern(kind, kind),
+                                             record.reference, at, mono))
             elif event == "sandbox_operation_started":
-                op_id = op_id or f"unnamed-{count}"
+                op_id = record.operation_id or f"unnamed-{count}"
+                category = record.category
                 self.ops_running[op_id] = SandboxOperation(
-                    op_id, category if category is None else intern(category, category), iteration_id, attempt_id, at, mono, None, "running"
+                    op_id, category if category is None else intern(category, category), iteration_id, attempt_id,
+                    at, mono, None, "running",
                 )
-            elif event == "sandbox_operation_completed":
-                op_id = op_id or f"unnamed-{count}"
+            else:  # sandbox_operation_completed: the record type admits no other event
+                op_id = record.operation_id or f"unnamed-{count}"
                 started = self.ops_running.pop(op_id, None)
-                category = category or (started.category if started else None)
+                category = record.category or (started.category if started else None)
                 self.ops_done.append(
                     SandboxOperation(
                         op_id,
@@ -178,10 +172,10 @@ class _TelemetryFold:
                         attempt_id,
                         started.started_at if started else None,
                         started.started_monotonic if started else None,
-                        duration,  # float or None: the record type guarantees it
-                        "succeeded" if status == "succeeded" else "failed",
-                        exit_status,
-                        failure_type,
+                        record.duration_seconds,
+                        "succeeded" if record.status == "succeeded" else "failed",
+                        record.exit_status,
+                        record.failure_type,
                     )
                 )
         if clock:
@@ -198,8 +192,7 @@ class _TelemetryFold:
         if first is not None:
             span = last - first
             orchestration = span - clock[3]
-            if orchestration < 0.0:
-                orchestration = 0.0
+            orchestration = max(orchestration, 0.0)
             self.span_seconds = (self.span_seconds or 0.0) + span - clock[4]
             self.orchestration = (self.orchestration or 0.0) + orchestration - clock[5]
             clock[4], clock[5] = span, orchestration
@@ -218,6 +211,9 @@ class Reducer:
         self._count = 0
         self._meta: dict[str, str | None] = {"campaign_root": None, "campaign": None, "worktree": None}
         self._snapshot: EpisodeState | None = None
+        self._comparisons = Comparisons()
+        self._gpu = None  # the latest GPU reading
+        self._job_logs = JobLogs()
 
     def set_workspace(self, campaign_root: str | None, campaign: str | None, worktree: str | None) -> None:
         self._meta = {"campaign_root": campaign_root, "campaign": campaign, "worktree": worktree}
@@ -225,38 +221,37 @@ class Reducer:
 
     # -- feeding -------------------------------------------------------------------------
 
-    def feed(self, events: Iterable[ev.Event]) -> "Reducer":
+    def feed(self, events: Iterable[ev.Event]) -> Reducer:
         # Telemetry dominates every real stream: consecutive telemetry events of one file
         # are folded together; every other kind goes through ``apply``.
         self._snapshot = None
-        telemetry = ev.TELEMETRY
         path = None
-        rows: list = []
+        records: list = []
         ats: list = []
         for event in events:
-            if event.kind == telemetry:
+            if event.kind == ev.TELEMETRY:
                 if event.path != path:
-                    if rows:
-                        self._fold_telemetry(path, rows, ats)
-                        rows, ats = [], []
+                    if records:
+                        self.fold_telemetry(path, records, ats)
+                        records, ats = [], []
                     path = event.path
-                rows.append(row_of(event.data))
+                records.append(event.data)
                 ats.append(event.at)
             else:
-                if rows:
-                    self._fold_telemetry(path, rows, ats)
-                    rows, ats = [], []
+                if records:
+                    self.fold_telemetry(path, records, ats)
+                    records, ats = [], []
                 path = None
                 self.apply(event)
-        if rows:
-            self._fold_telemetry(path, rows, ats)
+        if records:
+            self.fold_telemetry(path, records, ats)
         return self
 
     def apply(self, event: ev.Event) -> None:
         self._snapshot = None
         kind = event.kind
         if kind == ev.TELEMETRY:
-            self._fold_telemetry(event.path, (row_of(event.data),), (event.at,))
+            self.fold_telemetry(event.path, (event.data,), (event.at,))
             return
         self._count += 1
         at = event.at
@@ -268,6 +263,10 @@ class Reducer:
             self._measure_runs.setdefault(event.path, []).append(event.data)
         elif kind == ev.ABBA_RUN:
             self._abba_runs.setdefault(event.path, []).append(event.data)
+        elif kind == ev.JOB_LOG:
+            self._job_logs.add(event.path, event.data)
+        elif kind == ev.GPU:
+            self._gpu = event.data
         elif kind == ev.UNREADABLE:
             self._unreadable[(event.path, event.offset)] = event.data
         elif kind == ev.REMOVED:
@@ -277,22 +276,19 @@ class Reducer:
             self._document_at[event.path] = at
             self._unreadable.pop((event.path, None), None)
 
-    def fold_telemetry_rows(self, path: str, rows: Sequence[tuple], ats: Sequence) -> None:
-        """Fold telemetry records of one file, decoded as rows (``decode_telemetry_block``),
-        without building an Event for each: the cold scan needs neither the byte offsets
-        nor the Event tuples. Equivalent to ``feed`` with one TELEMETRY event per record."""
+    def fold_telemetry(self, path: str, records: Sequence[FoldedTelemetry | TelemetryRecord],
+                       ats: Sequence[float | None]) -> None:
+        """Fold telemetry records of one file, each with its time: what ``feed`` does with
+        TELEMETRY events, for a cold scan that needs neither their offsets nor Events."""
         self._snapshot = None
-        self._fold_telemetry(path, rows, ats)
-
-    def _fold_telemetry(self, path: str, rows: Sequence[tuple], ats: Sequence) -> None:
         fold = self._telemetry.get(path)
         if fold is None:
             fold = self._telemetry[path] = _TelemetryFold()
-        fold.add(rows, ats)
-        latest = _latest(ats)
+        fold.add(records, ats)
+        latest = max((at for at in ats if at is not None), default=None)
         if latest is not None and (self._last_at is None or latest > self._last_at):
             self._last_at = latest
-        self._count += len(rows)
+        self._count += len(records)
 
     def _forget(self, path: str, kind: str) -> None:
         """A file vanished, or a line file was truncated/replaced and is read anew."""
@@ -304,6 +300,8 @@ class Reducer:
             self._measure_runs.pop(path, None)
         elif kind == ev.ABBA_RUN:
             self._abba_runs.pop(path, None)
+        elif kind == ev.JOB_LOG:
+            self._job_logs.forget(path)
         else:
             self._documents.get(kind, {}).pop(path, None)
         for key in [k for k in self._unreadable if k[0] == path]:
@@ -402,21 +400,17 @@ class Reducer:
             measure_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._measure_runs.items())}),
             abba_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._abba_runs.items())}),
             jobs=jobs,
+            job_logs=self._job_logs.snapshot(),
+            gpu=self._gpu,
             unreadable=tuple(self._unreadable[k] for k in sorted(self._unreadable, key=lambda k: (k[0], k[1] or -1))),
             last_event_at=self._last_at,
             event_count=self._count,
         )
+        state = replace(state, abba_comparisons=self._comparisons.abba(state.abba, state.abba_runs),
+                        measure_comparisons=self._comparisons.measure(state.measure_runs))
         state = _with_alerts(state)
         self._snapshot = state
         return state
-
-
-def _latest(ats: Sequence) -> float | None:
-    """The latest of the times (None when there is none), compared in C when none is missing."""
-    try:
-        return max(ats, default=None)
-    except TypeError:  # some records state no time
-        return max((at for at in ats if at is not None), default=None)
 
 
 def _version_key(version) -> tuple:
@@ -433,8 +427,6 @@ def _incumbent_curve(versions: tuple) -> tuple:
 
 
 def _with_alerts(state: EpisodeState) -> EpisodeState:
-    from msgspec.structs import replace
-
     alerts = evaluate_guards(state)
     return replace(state, alerts=alerts) if alerts else state
 
@@ -443,4 +435,4 @@ def fold(events: Iterable[ev.Event]) -> EpisodeState:
     return Reducer().feed(events).snapshot()
 
 
-__all__ = ["Reducer", "fold", "iso_to_epoch"]
+__all__ = ["Reducer", "fold"]

@@ -14,61 +14,32 @@ linear in the events and fast enough for an operator's keystroke.
 
 from __future__ import annotations
 
-import importlib
 import os
-import subprocess
 import time
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
+import msgspec
 import orjson
 from msgspec.structs import replace
 
-from console.formats.problems import Unreadable
+from console.formats.problems import FormatError, Unreadable, one_line
 
 from . import events as ev
 from .events import Event
-from .git_facts import GitFacts
 from .reducer import Reducer
+from .registry import BY_KIND
 from .state import EpisodeState
 from .summary import event_to_json
 
 RECORDING_SCHEMA = "episcope-recording/v1"
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
-# kind -> (module, function) that rebuilds a parsed record from its raw JSON object.
-OBJECT_PARSERS = {
-    ev.TELEMETRY: ("console.formats.telemetry", "telemetry_from_obj"),
-    ev.EVALUATION: ("console.formats.evaluations", "evaluation_from_obj"),
-    ev.STATE: ("console.formats.supervisor", "parse_state"),
-    ev.ACTIVE_EPISODE: ("console.formats.supervisor", "parse_active_episode"),
-    ev.ATTEMPT: ("console.formats.supervisor", "parse_attempt"),
-    ev.JOURNAL: ("console.formats.journal", "parse_journal"),
-    ev.HANDOFF: ("console.formats.handoff", "parse_handoff"),
-    ev.LIVE_MEMORY: ("console.formats.live_memory", "parse_live_memory"),
-    ev.MEMORY_VERSION: ("console.formats.memory", "parse_memory_version"),
-    ev.TELEMETRY_SUMMARY: ("console.formats.telemetry_summary", "parse_telemetry_summary"),
-    ev.ABBA: ("console.formats.abba", "parse_verdict"),
-    ev.ABBA_RUN: ("console.formats.abba", "parse_abba_run"),
-    ev.JOB: ("console.formats.job_record", "job_record_from_obj"),
-    ev.TIMELINE_RECEIPT: ("console.formats.timeline", "receipt_from_obj"),
-}
-
 
 class RecordingError(Exception):
     """A recording that cannot be replayed (message is one line)."""
-
-
-class Record(dict):
-    """A recorded document whose reader is not known here: read by key or by attribute."""
-
-    def __getattr__(self, name: str):
-        try:
-            return self[name]
-        except KeyError:
-            return None
 
 
 # -- where recordings live ------------------------------------------------------------------
@@ -127,45 +98,65 @@ class Recorder:
             self._fd = None
 
 
-def _rebuild(kind: str, data, path: str):
-    if kind == ev.UNREADABLE and isinstance(data, dict):
-        return Unreadable(str(data.get("path")), data.get("offset"), str(data.get("error")))
-    if kind == ev.GIT and isinstance(data, dict):
-        known = {k: v for k, v in data.items() if k in GitFacts.__struct_fields__}
-        for key in ("dirty_paths", "untracked_paths", "candidate_changes"):
-            if isinstance(known.get(key), list):
-                known[key] = tuple(known[key])
-        try:
-            return GitFacts(**known)
-        except TypeError:
-            return Record(data)
-    spec = OBJECT_PARSERS.get(kind)
-    if spec is not None:
-        try:
-            value = getattr(importlib.import_module(spec[0]), spec[1])(data)
-        except Exception:  # an old recording of a reader that changed: keep the raw fields
-            pass
-        else:
-            # A receipt names its files relative to itself; the reader took its path from
-            # the file, a recording keeps it as the event's path.
-            return replace(value, path=path) if kind == ev.TIMELINE_RECEIPT else value
-    return Record(data) if isinstance(data, dict) else data
+class RecordingHeader(msgspec.Struct, frozen=True):
+    schema: str
+    campaign_root: str | None = None
+    campaign: str | None = None
+    worktree: str | None = None
+    started_at: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RecordingHeader:
-    campaign_root: str | None
-    campaign: str | None
-    worktree: str | None
-    started_at: float | None
+class _RecordedProblem(msgspec.Struct):
+    """A recorded ``Unreadable`` (a NamedTuple, which msgspec reads only from an array)."""
+
+    path: str
+    offset: int | None
+    error: str
+
+
+class _RecordedEvent(msgspec.Struct):
+    """One line of a recording after the header; ``data`` is decoded by its kind's row."""
+
+    kind: str
+    path: str
+    offset: int | None = None
+    at: float | None = None
+    data: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_header_decoder = msgspec.json.Decoder(RecordingHeader)
+_line_decoder = msgspec.json.Decoder(_RecordedEvent)
+
+
+def _decode_data(kind: str, data: bytes, path: str) -> object:
+    """A recorded event's data as the type a live read gives (raises on data that is not)."""
+    if kind == ev.UNREADABLE:
+        problem = msgspec.json.decode(data, type=_RecordedProblem)
+        return Unreadable(problem.path, problem.offset, problem.error)
+    if kind == ev.REMOVED:
+        return msgspec.json.decode(data, type=str)
+    artifact = BY_KIND.get(kind)
+    if artifact is None:
+        raise FormatError(f"unknown event kind {kind!r}")
+    if artifact.layout == "lines":
+        return artifact.read(data)  # the very reader that read the line from its file
+    obj = msgspec.json.decode(data)
+    if artifact.parse is None:
+        return msgspec.convert(obj, artifact.record_type)
+    value = artifact.parse(obj)
+    # A receipt names its files relative to itself; the reader took its path from the
+    # file, a recording keeps it as the event's path.
+    return replace(value, path=path) if kind == ev.TIMELINE_RECEIPT else value
 
 
 def load_recording(path: str | os.PathLike) -> tuple[RecordingHeader, list[Event], list[Unreadable]]:
-    """The events of a recording; lines that cannot be read are returned as problems."""
+    """The events of a recording; lines that cannot be read are returned as problems,
+    with the recording's path and the line's offset."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise RecordingError(f"{path}: {exc.strerror or exc}") from None
+    where = str(path)
     events: list[Event] = []
     problems: list[Unreadable] = []
     header = None
@@ -174,22 +165,25 @@ def load_recording(path: str | os.PathLike) -> tuple[RecordingHeader, list[Event
         here, offset = offset, offset + len(line) + 1
         if not line.strip():
             continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            problems.append(Unreadable(str(path), here, f"invalid JSON: {exc}"))
-            continue
         if header is None:
-            if not isinstance(obj, dict) or obj.get("schema") != RECORDING_SCHEMA:
+            try:
+                header = _header_decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                header = None
+            if header is None or header.schema != RECORDING_SCHEMA:
                 raise RecordingError(f"{path}: not an episcope recording (first line lacks schema {RECORDING_SCHEMA})")
-            header = RecordingHeader(obj.get("campaign_root"), obj.get("campaign"), obj.get("worktree"), obj.get("started_at"))
             continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
-            problems.append(Unreadable(str(path), here, "line is not a recorded event"))
+        try:
+            recorded = _line_decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            problems.append(Unreadable(where, here, f"not a recorded event: {one_line(exc)}"))
             continue
-        at = obj.get("at")
-        events.append(Event(obj["kind"], str(obj.get("path")), obj.get("offset"),
-                            float(at) if isinstance(at, (int, float)) else None, _rebuild(obj["kind"], obj.get("data"), str(obj.get("path")))))
+        try:
+            value = _decode_data(recorded.kind, bytes(recorded.data), recorded.path)
+        except Exception as exc:  # whatever a reader raises, the recording still replays
+            problems.append(Unreadable(where, here, f"{recorded.kind} event: {one_line(exc)}"))
+            continue
+        events.append(Event(recorded.kind, recorded.path, recorded.offset, recorded.at, value))
     if header is None:
         raise RecordingError(f"{path}: empty recording")
     return header, events, problems
@@ -209,18 +203,16 @@ def is_recording(path: str | os.PathLike) -> bool:
 
 def version_commit_times(campaign_root: str | os.PathLike) -> dict[str, float]:
     """memory/v<N>.json -> when the commit that added it was made (git history)."""
+    from .git_repo import open_repo, read_errors
+
     try:
-        out = subprocess.run(
-            ["git", "-C", str(campaign_root), "log", "--format=%x00%ct", "--name-only", "--diff-filter=A",
-             "--", "memory/"],
-            capture_output=True, text=True, timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if out.returncode != 0:
+        with open_repo(campaign_root) as repo:
+            out = repo.git.log("--no-show-signature", "--no-ext-diff", "--no-textconv", "--format=%x00%ct",
+                               "--name-only", "--diff-filter=A", "--", "memory/")
+    except read_errors():
         return {}
     times: dict[str, float] = {}
-    for block in out.stdout.split("\0"):
+    for block in out.split("\0"):
         lines = [line for line in block.splitlines() if line.strip()]
         if not lines or not lines[0].strip().isdigit():
             continue

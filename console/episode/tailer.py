@@ -25,45 +25,22 @@ class Tailer:
         self._identity: tuple[int, int] | None = None
         self.reset: str | None = None  # set by the last read: "truncated" | "replaced"
 
-    def read_new(self) -> list[tuple[int, bytes]]:
-        """Every complete new non-empty line as (offset, bytes)."""
-        out: list[tuple[int, bytes]] = []
-        for base, lines in self.batches():
-            pos = base
-            for line in lines:
-                if line:
-                    out.append((pos, line))
-                pos += len(line) + 1
-        return out
-
     def batches(self) -> Iterator[tuple[int, list[bytes]]]:
         """(offset of the first line, the complete lines) per chunk read.
 
         Empty lines are kept, so that each line's offset is the one before it plus its
         length plus one. Sets ``self.reset`` before the first batch.
         """
-        for base, data, _ in self._reads():
+        for base, data in self._reads():
             lines = data.split(b"\n")
             lines.pop()  # the incomplete tail after the last newline (often empty)
             yield base, lines
 
-    def blocks(self) -> Iterator[tuple[int, memoryview]]:
-        """(offset of the first line, the complete lines as one block) per chunk read.
+    def _reads(self) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes read) per chunk read that holds at least one complete line.
 
-        The block is the lines joined by newlines, without the last newline, so
-        ``bytes(block).split(b"\\n")`` are the lines ``batches`` gives. It is a view of the
-        bytes read, not a copy. Sets ``self.reset`` before the first block.
-        """
-        for base, data, cut in self._reads():
-            yield base, memoryview(data)[:cut]
-
-    def _reads(self) -> Iterator[tuple[int, bytes, int]]:
-        """(offset, bytes read, index of their last newline) per chunk read.
-
-        Callers cut the incomplete tail off by index, never off a copy of each chunk:
-        copying cost as much as reading (the allocator hands 256 KiB blocks back to the
-        kernel and faults them in again). The next chunk is read from the start of that
-        tail, so nothing is carried from one read to the next.
+        The next chunk is read from the start of the incomplete tail after the last
+        newline, so nothing is carried from one read to the next.
         """
         self.reset = None
         try:
@@ -98,6 +75,6 @@ class Tailer:
                 size = CHUNK
                 base = self.offset
                 self.offset += cut + 1
-                yield base, data, cut
+                yield base, data
         finally:
             os.close(fd)

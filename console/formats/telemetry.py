@@ -2,22 +2,16 @@
 
 This is the hottest reader in episcope (a long campaign holds millions of lines). Records
 are msgspec Structs decoded straight from JSON: msgspec checks every field's type in C and
-builds no intermediate dict, which is both faster and several times smaller in memory than
-``orjson.loads`` followed by validation. Unknown extra keys are ignored.
+builds no intermediate dict. Unknown extra keys are ignored.
 
-A cold scan needs less than a record: ``decode_telemetry_block`` gives the reducer one row
-per line (``ROW_FIELDS``), through the compiled decoder in ``_telemetry_rows.c`` where it
-is built, with msgspec as its reference and fallback.
+The event path decodes each line into a ``TelemetryRecord``; a cold scan, which only
+folds, decodes into ``FoldedTelemetry``, the fields the reducer reads and nothing else.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
-from itertools import repeat
-from operator import attrgetter, sub
-from typing import Any, Literal, Optional
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import msgspec
 
@@ -47,7 +41,6 @@ from .telemetry_builders import (  # noqa: F401 - re-exported: the writers' publ
     utc_timestamp,
 )
 
-
 EventName = Literal[
     "phase_started",
     "phase_completed",
@@ -65,26 +58,26 @@ class TelemetryRecord(msgspec.Struct, frozen=True, gc=False, omit_defaults=True,
     lookup hits at once, which makes decoding a fifth cheaper.
     """
 
-    action: Optional[str] = None
+    action: str | None = None
     attempt_id: str = "attempt"
-    campaign_id: Optional[str] = None
-    category: Optional[str] = None
-    duration_seconds: Optional[float] = None
+    campaign_id: str | None = None
+    category: str | None = None
+    duration_seconds: float | None = None
     event: EventName
-    exit_status: Optional[int] = None
-    failure_type: Optional[str] = None
+    exit_status: int | None = None
+    failure_type: str | None = None
     iteration_id: str = "unknown"
-    marker_id: Optional[str] = None
-    measurement: Optional[str] = None
-    monotonic_seconds: Optional[float] = None
-    operation_id: Optional[str] = None
-    phase: Optional[str] = None
-    reference: Optional[str] = None
-    schema_version: Optional[str] = None
-    source: Optional[str] = None
-    source_kind: Optional[str] = None
-    status: Optional[str] = None
-    timestamp: Optional[datetime] = None  # decoded in C; naive times are taken as UTC
+    marker_id: str | None = None
+    measurement: str | None = None
+    monotonic_seconds: float | None = None
+    operation_id: str | None = None
+    phase: str | None = None
+    reference: str | None = None
+    schema_version: str | None = None
+    source: str | None = None
+    source_kind: str | None = None
+    status: str | None = None
+    timestamp: datetime | None = None  # decoded in C; naive times are taken as UTC
 
     def __post_init__(self) -> None:
         # msgspec checks types only; a phase marker without its phase cannot be placed on
@@ -105,100 +98,48 @@ def record_epoch(ts: datetime | None) -> float | None:
     if ts is None:
         return None
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
+        ts = ts.replace(tzinfo=UTC)
     return ts.timestamp()
-
-
-_timestamp_of = attrgetter("timestamp")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def record_epochs(records: Sequence[TelemetryRecord]) -> list[float | None]:
-    """``epoch`` of every record, in one pass (a cold ingest converts millions).
-
-    ``(ts - epoch).total_seconds()`` is exactly what ``datetime.timestamp`` computes for
-    an aware time; mapped over the records it runs without the interpreter. A record
-    without a timestamp, or with a naive one, makes the subtraction raise, and then the
-    block is converted one record at a time.
-    """
-    try:
-        return list(map(timedelta.total_seconds, map(sub, map(_timestamp_of, records), repeat(_EPOCH))))
-    except TypeError:
-        return [record_epoch(ts) for ts in map(_timestamp_of, records)]
 
 
 _decoder = msgspec.json.Decoder(TelemetryRecord)
 
-# What the reducer folds of a record, as one tuple per record: a "row". The cold scan
-# gets rows straight from the compiled decoder; records read any other way become rows
-# through ``record_rows``.
-ROW_FIELDS = (
-    "event", "iteration_id", "attempt_id", "phase", "monotonic_seconds", "source_kind", "reference",
-    "operation_id", "category", "duration_seconds", "status", "exit_status", "failure_type",
-)
-row_of = attrgetter(*ROW_FIELDS)
 
-try:
-    from ._telemetry_rows import ROW_FIELDS as _COMPILED_ROW_FIELDS
-    from ._telemetry_rows import decode_block as _compiled_decode_block
-except ImportError:  # not compiled on this machine: msgspec reads everything
-    _compiled_decode_block = None
-else:
-    if _COMPILED_ROW_FIELDS != ROW_FIELDS:
-        raise ImportError("console/formats/_telemetry_rows.c disagrees with ROW_FIELDS; rebuild it")
+class FoldedTelemetry(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """What the reducer folds of a telemetry record, for a cold scan (FORMATS §2).
 
-COMPILED = _compiled_decode_block is not None
-# EPISCOPE_PURE_PYTHON=1 reads telemetry through msgspec alone (same results, slower).
-_decode_block = None if os.environ.get("EPISCOPE_PURE_PYTHON") == "1" else _compiled_decode_block
-
-
-def use_compiled_decoder(enabled: bool) -> bool:
-    """Turn the compiled decoder on or off (where it is built); returns the previous
-    setting. The benchmarks time both paths in one run with it."""
-    global _decode_block
-    previous = _decode_block is not None
-    _decode_block = _compiled_decode_block if enabled else None
-    return previous
-
-
-def record_rows(records: Sequence[TelemetryRecord]) -> list[tuple]:
-    return list(map(row_of, records))
-
-
-def decode_telemetry_block(block) -> tuple[list[tuple], list[float | None]] | None:
-    """Rows and times (``epoch``) of a block of lines joined by newlines, or None when a
-    line is not exactly one record (then read the lines one by one to report it).
-
-    Empty lines are skipped. The compiled decoder reads the plain form writers emit; a
-    line in any other form (an escape, a non-ASCII byte...) is read by msgspec, and the
-    compiled decoder goes on after it. Both give the same rows.
+    The same fields, types, defaults and checks as ``TelemetryRecord``, less the ones the
+    fold never reads: a cold scan of a million lines builds a million of these.
     """
-    if _decode_block is None:
-        return decode_telemetry_block_msgspec(block)
-    view = memoryview(block)
-    rows, ats, declined = _decode_block(view)
-    while declined is not None:
-        start, end = declined
-        try:
-            record = _decoder.decode(view[start:end])
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-            return None
-        rows.append(row_of(record))
-        ats.append(record_epoch(record.timestamp))
-        view = view[end + 1:]
-        more_rows, more_ats, declined = _decode_block(view)
-        rows += more_rows
-        ats += more_ats
-    return rows, ats
+
+    attempt_id: str = "attempt"
+    category: str | None = None
+    duration_seconds: float | None = None
+    event: EventName
+    exit_status: int | None = None
+    failure_type: str | None = None
+    iteration_id: str = "unknown"
+    monotonic_seconds: float | None = None
+    operation_id: str | None = None
+    phase: str | None = None
+    reference: str | None = None
+    source_kind: str | None = None
+    status: str | None = None
+    timestamp: datetime | None = None
+
+    __post_init__ = TelemetryRecord.__post_init__  # the same check: a phase marker names its phase
 
 
-def decode_telemetry_block_msgspec(block) -> tuple[list[tuple], list[float | None]] | None:
-    """``decode_telemetry_block`` through msgspec alone: the reference the compiled
-    decoder is tested against, and the path where it is not built."""
-    records = decode_telemetry_all(list(filter(None, bytes(block).split(b"\n"))))
-    if records is None:
+_folded_decoder = msgspec.json.Decoder(FoldedTelemetry)
+
+
+def decode_folded_lines(lines: list[bytes]) -> list[FoldedTelemetry] | None:
+    """The records of a chunk of lines (empty lines skipped), or None when a line is not
+    exactly one record: then read the lines one by one to report the bad ones."""
+    try:
+        return list(map(_folded_decoder.decode, filter(None, lines)))
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         return None
-    return record_rows(records), record_epochs(records)
 
 
 def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
@@ -211,6 +152,8 @@ def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
         raise FormatError(f"invalid JSON: {exc}") from None
     except UnicodeDecodeError as exc:  # msgspec raises this for bad UTF-8 inside a string
         raise FormatError(f"invalid UTF-8: {exc}") from None
+    except RecursionError:  # msgspec's answer to a value nested too deep, even in an ignored key
+        raise FormatError("invalid JSON: nested too deeply") from None
 
 
 def decode_telemetry_each(lines: list[bytes]) -> list[TelemetryRecord]:
@@ -220,15 +163,8 @@ def decode_telemetry_each(lines: list[bytes]) -> list[TelemetryRecord]:
         return list(map(_decoder.decode, lines))
     except UnicodeDecodeError as exc:
         raise msgspec.DecodeError(f"invalid UTF-8: {exc}") from None
-
-
-def decode_telemetry_all(lines: list[bytes]) -> list[TelemetryRecord] | None:
-    """``decode_telemetry_each``, or None when a line is not exactly one record (a bad
-    one, or a blank one): then read the lines one by one to report the bad ones."""
-    try:
-        return decode_telemetry_each(lines)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    except RecursionError:
+        raise msgspec.DecodeError("nested too deeply") from None
 
 
 def telemetry_from_obj(obj: Any) -> TelemetryRecord:

@@ -1,0 +1,150 @@
+"""Which artifact is which: one table from where a file lives to its reader and event kind.
+
+Ingest classifies every file it walks or is told about through ``ARTIFACTS``; replay
+decodes a recorded event's data through the row of its kind; the README's artifact table
+is printed from it (``python -m console.episode.registry``, checked by a test). Adding an
+artifact means adding one row here and one reader in ``console.formats``.
+
+A row's ``layout`` says how its reader is called:
+
+- ``lines``: an append-only JSON Lines file (or any line file); ``read(line)`` turns one
+  line into a record and raises ``FormatError`` for a bad one. Each line is one event.
+- ``document``: a whole file; ``read(path)`` returns a ``ReadResult``. Each new version of
+  the file is one event.
+- ``directory``: the files named by ``patterns`` together make one record of their
+  directory; ``read(directory)`` returns ``(record or None, problems)``.
+- ``derived``: not a file of the workspace (git facts, hardware samples); the events come
+  from elsewhere, and the row only says how a recorded one is decoded.
+
+Patterns are paths relative to a campaign root or an episode worktree, ``/``-separated:
+``*`` stands for any part of one name, ``**/`` for any number of directories (none too),
+``<N>`` for a decimal number. The first row whose pattern matches wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from console.formats import (
+    abba,
+    evaluations,
+    handoff,
+    job_log,
+    job_record,
+    journal,
+    live_memory,
+    memory,
+    supervisor,
+    telemetry,
+    telemetry_summary,
+    timeline,
+)
+from console.gpu.sampler import GpuReading
+from console.profiling.result import ProfileResult, load_profile_dir
+
+from . import events as ev
+from .git_facts import GitFacts
+
+Layout = Literal["lines", "document", "directory", "derived"]
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    kind: str  # the event kind its records arrive as (console.episode.events)
+    patterns: tuple[str, ...]  # where it lives; empty for a derived kind
+    layout: Layout
+    record_type: type  # the type of an event's data
+    read: Callable[..., Any] | None  # see the module docstring; None for a derived kind
+    # A recorded JSON object -> the record, where the format has its own checks; without
+    # one, replay converts the object to ``record_type`` with msgspec.
+    parse: Callable[[Any], Any] | None = None
+    # Only the campaign root's copy counts: a worktree is a checkout of the base commit,
+    # so its memory/ and runtime files say what the campaign already says.
+    campaign_only: bool = False
+    about: str = ""
+
+
+ARTIFACTS: tuple[Artifact, ...] = (
+    Artifact(ev.TELEMETRY, (".atrex_long_horizon/telemetry.jsonl",), "lines", telemetry.TelemetryRecord,
+             telemetry.parse_telemetry_line, about="phase markers, source reads, sandbox operations (FORMATS §2)"),
+    Artifact(ev.EVALUATION, (".atrex_long_horizon/evaluations.jsonl",), "lines", evaluations.EvaluationRecord,
+             evaluations.parse_evaluation_line, about="one evaluator result per line"),
+    Artifact(ev.STATE, (".atrex_long_horizon/state.json",), "document", supervisor.SupervisorState,
+             supervisor.read_state, supervisor.parse_state, campaign_only=True, about="the supervisor's state"),
+    Artifact(ev.ACTIVE_EPISODE, (".atrex_long_horizon/active_episode.json",), "document", supervisor.ActiveEpisode,
+             supervisor.read_active_episode, supervisor.parse_active_episode, campaign_only=True,
+             about="the episode running now"),
+    Artifact(ev.JOURNAL, (".atrex_long_horizon/journal.json",), "document", journal.Journal,
+             journal.read_journal, journal.parse_journal, about="the episode's experiment journal"),
+    Artifact(ev.HANDOFF, (".atrex_long_horizon/handoff.json",), "document", handoff.Handoff,
+             handoff.read_handoff, handoff.parse_handoff, about="the candidate handed to the supervisor"),
+    Artifact(ev.ATTEMPT, (".atrex_long_horizon/episodes/*/attempt.json",), "document", supervisor.Attempt,
+             supervisor.read_attempt, supervisor.parse_attempt, campaign_only=True, about="an archived episode"),
+    Artifact(ev.TELEMETRY_SUMMARY, (".atrex_long_horizon/episodes/*/telemetry.summary.json",), "document",
+             telemetry_summary.TelemetrySummary, telemetry_summary.read_telemetry_summary,
+             telemetry_summary.parse_telemetry_summary, campaign_only=True, about="an archived episode's token use"),
+    Artifact(ev.JOB, (".atrex_long_horizon/sandbox/*/job.json",), "document", job_record.JobRecord,
+             job_record.read_job_record, job_record.job_record_from_obj, about="a sandbox job launched from the console"),
+    Artifact(ev.JOB_LOG, (".atrex_long_horizon/sandbox/*/stdout.log", ".atrex_long_horizon/sandbox/*/stderr.log"),
+             "lines", str, job_log.parse_log_line, about="a sandbox job's output, one line per event"),
+    Artifact(ev.LIVE_MEMORY, ("memory/live.json",), "document", live_memory.LiveMemory,
+             live_memory.read_live_memory, live_memory.parse_live_memory, campaign_only=True,
+             about="the supervisor's live memory"),
+    Artifact(ev.MEMORY_VERSION, ("memory/v<N>.json",), "document", memory.MemoryVersion,
+             memory.read_memory_version, memory.parse_memory_version, campaign_only=True,
+             about="a canonical memory version"),
+    Artifact(ev.ABBA, ("**/.atrex_long_horizon_verify/*/result.json",), "document", abba.AbbaVerdict,
+             abba.read_abba_verdict, abba.parse_verdict, about="an ABBA verification's verdict"),
+    Artifact(ev.ABBA_RUN, ("**/.atrex_long_horizon_verify/*/runs.jsonl",), "lines", abba.AbbaRun,
+             abba.parse_abba_run_line, abba.parse_abba_run, about="ABBA runs as they complete"),
+    Artifact(ev.PROFILE, ("profiles/**/gateway_profile.json", "profiles/**/summary.txt"), "directory", ProfileResult,
+             load_profile_dir, about="one profile directory"),
+    Artifact(ev.TIMELINE_RECEIPT, ("**/receipt.json",), "document", timeline.TimelineReceipt,
+             timeline.read_timeline_receipt, timeline.receipt_from_obj, about="a timeline capture's receipt"),
+    Artifact(ev.MEASURE_RUN, ("**/*.runs.jsonl",), "lines", timeline.MeasureRun,
+             timeline.parse_measure_run_line, about="timeline overhead measure runs as they arrive"),
+    Artifact(ev.TIMELINE_MEASUREMENT, ("**/*measurement*.json",), "document", timeline.TimelineMeasurement,
+             timeline.read_timeline_measurement, timeline.measurement_from_obj, about="a timeline overhead measurement"),
+    Artifact(ev.GIT, (), "derived", GitFacts, None, about="the episode worktree's git facts"),
+    Artifact(ev.GPU, (), "derived", GpuReading, None, about="NVML readings the live console samples"),
+)
+
+BY_KIND: dict[str, Artifact] = {row.kind: row for row in ARTIFACTS}
+LINE_KINDS = frozenset(row.kind for row in ARTIFACTS if row.layout == "lines")
+
+
+def _regex(pattern: str) -> str:
+    out = []
+    for token in re.split(r"(\*\*/|\*|<N>)", pattern):
+        out.append({"**/": "(?:[^/]+/)*", "*": "[^/]*", "<N>": "[0-9]+"}.get(token) or re.escape(token))
+    return "".join(out)
+
+
+_MATCHERS = tuple((re.compile(_regex(pattern)), row) for row in ARTIFACTS for pattern in row.patterns)
+
+
+def artifact_at(rel: str) -> Artifact | None:
+    """The row for a path relative to a campaign root or worktree (None: not ours)."""
+    for regex, row in _MATCHERS:
+        if regex.fullmatch(rel):
+            return row
+    return None
+
+
+def markdown_table() -> str:
+    """The artifact table of the README."""
+    lines = ["| Path (campaign root or worktree) | What | Event kind | Layout | Record | Reader |",
+             "|---|---|---|---|---|---|"]
+    for row in ARTIFACTS:
+        where = "<br>".join(f"`{p}`" for p in row.patterns) or "(not a file)"
+        reader = f"`{row.read.__module__}.{row.read.__name__}`" if row.read is not None else "—"
+        scope = " (campaign root only)" if row.campaign_only else ""
+        lines.append(f"| {where}{scope} | {row.about} | `{row.kind}` | {row.layout} | `{row.record_type.__name__}` | {reader} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
