@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from console.formats import profile_summary_text as summary_text
 from console.formats.profile_json import PROFILE_PREFIX, parse_profile_line, read_gateway_profile
 from console.formats.profile_summary import read_profile_summary, read_source_evidence
-from console.profiling import diagnosis, funnel, summary_text
+from console.profiling import diagnosis, funnel
 from console.profiling.ncu_csv import NcuCsvError, parse_details_page, parse_number, parse_raw_page
 from console.profiling.result import load_profile_dir
 

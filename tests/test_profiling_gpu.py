@@ -45,7 +45,7 @@ def test_sol_profile_of_the_copy_kernel_is_memory_bound(tmp_path):
 
     assert doc["kernel_sha256"] == hashlib.sha256((tmp_path / "kernel.py").read_bytes()).hexdigest()
     assert (out / "ncu.ncu-rep").is_file()
-    from console.profiling.summary_text import parse
+    from console.formats.profile_summary_text import parse
 
     summary = parse((out / "summary.txt").read_text())
     assert summary["kernel"] == "copy_f32" and "memory-bound" in summary["symptoms"]

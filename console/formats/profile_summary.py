@@ -6,10 +6,9 @@ from typing import Any
 
 import msgspec
 
-from console.profiling.summary_text import parse
-
 from .jsonio import read_json_document
 from .problems import FormatError, ReadResult, Unreadable, one_line
+from .profile_summary_text import parse
 
 EVIDENCE_STATUSES = ("ok", "missing", "error", "skipped")
 

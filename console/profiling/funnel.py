@@ -16,7 +16,9 @@ import statistics
 import sys
 import time
 
-from . import diagnosis, source_evidence, summary_text
+from console.formats import profile_summary_text
+
+from . import diagnosis, source_evidence
 from .metric_names import KEY_METRICS, TENSOR_PATTERN
 from .ncu_csv import Launch, NcuCsvError, parse_details_page, parse_raw_page
 
@@ -245,7 +247,7 @@ def assemble(outdir: str, level: str, program: str = "profile_driver.py", top: i
             _write_json(os.path.join(analysis, "diff_run.json"), diff)
             _write_text(os.path.join(analysis, "diff_run.txt"), _diff_text(diff, diff_dir))
     queries = _queries(level, program, outdir, focus["name"] if focus else None, source, where)
-    _write_text(os.path.join(outdir, "summary.txt"), summary_text.render(focus, patterns, symptoms, where, stalls, queries))
+    _write_text(os.path.join(outdir, "summary.txt"), profile_summary_text.render(focus, patterns, symptoms, where, stalls, queries))
     _write_json(os.path.join(outdir, "gateway_profile.json"), doc)
     return doc
 

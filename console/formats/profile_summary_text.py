@@ -1,7 +1,8 @@
 """summary.txt of a profile directory (FORMATS §9): render it, and parse it back.
 
 The parser is lenient: it reads what it recognises and leaves the rest None, so it also
-reads summaries written by other generations of the tool.
+reads summaries written by other generations of the tool. Standard library only: the profile
+funnel writes summary.txt on the GPU machine.
 """
 
 from __future__ import annotations
