@@ -224,8 +224,10 @@ def loads_lenient(data: bytes | str) -> Any:
     """Decode JSON with the standard library, which (unlike strict JSON) accepts the
     ``NaN``/``Infinity`` tokens Python writers emit for a kernel that produced NaNs.
     Raises :class:`FormatError` with a one-line reason."""
+    from .plainjson import loads
+
     try:
-        return json.loads(data)
+        return loads(data)
     except RecursionError:
         raise FormatError("invalid JSON: nested too deeply") from None
     except (ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError

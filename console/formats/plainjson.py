@@ -21,6 +21,20 @@ from .problems import FormatError, ReadResult, Unreadable, one_line
 T = TypeVar("T")
 
 
+def loads(data: bytes | str) -> Any:
+    """Decode JSON with the standard library, which (unlike strict JSON) accepts the
+    ``NaN``/``Infinity`` tokens Python writers emit for a kernel that produced NaNs, but
+    refuses a number no float holds (``1e999999``) rather than reading it as infinity."""
+    return json.loads(data, parse_float=_float)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
 def dumps(obj: Any, *, indent: bool = False) -> bytes:
     try:
         return _dumps(obj, indent)
@@ -96,7 +110,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True)
 
 
 def read_json_document(
-    path: str | os.PathLike, parse: Callable[[Any], T], *, decode: Callable[[bytes], Any] = json.loads
+    path: str | os.PathLike, parse: Callable[[Any], T], *, decode: Callable[[bytes], Any] = loads
 ) -> ReadResult[T]:
     """Read one JSON document and hand the decoded object to ``parse``.
 
