@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from .bounded_read import read_regular_file
 from .jsonio import read_json_document
 from .problems import FormatError, ReadResult, Unreadable, one_line
 from .profile_summary_text import parse
@@ -41,11 +42,10 @@ def parse_profile_summary(text: str) -> ProfileSummary:
 def read_profile_summary(path) -> ReadResult[ProfileSummary]:
     name = str(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_regular_file(path).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ReadResult(None)
-    except OSError as exc:
+    except (OSError, FormatError) as exc:
         return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
     try:
         return ReadResult(parse_profile_summary(text))
