@@ -10,7 +10,8 @@ fact checked elsewhere; this module only reads the document.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from .problems import ReadResult
 from .records import Record, blank_to_none, convert, read_document

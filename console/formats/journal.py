@@ -9,7 +9,8 @@ reported, the rest of the journal is kept.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -33,7 +34,7 @@ class _ExperimentText(Record, frozen=True):
 
 class Experiment(_ExperimentText, frozen=True):
     # The agent's object as written: experiments carry keys of their own (wiki usage...).
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)

@@ -7,7 +7,8 @@ curve. Older mirrors carry only a few of the fields; the rest stay ``None``.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePath
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -264,7 +265,7 @@ def parse_memory_version(obj: Any, path_version: int | None = None) -> MemoryVer
     return msgspec.structs.replace(record, version=version, peak_utilization_pct=peaks)
 
 
-def version_number_from_path(path: str | os.PathLike) -> int | None:
+def version_number_from_path(path: str | os.PathLike[str]) -> int | None:
     """``memory/v12.json`` -> 12; ``live.json``, ``long_horizon_e0001.json`` -> ``None``."""
     match = _FILE.fullmatch(PurePath(path).name)
     return int(match.group(1)) if match else None

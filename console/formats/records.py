@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -127,7 +128,7 @@ def field_error(message: str, where: str | None = None) -> str:
     match = _PATH.search(message)
     path = match.group(1) if match else ""
     text = message[: match.start()] if match else message
-    path = path[1:] if path.startswith(".") else path
+    path = path.removeprefix(".")
     if where:
         path = f"{where}.{path}" if path and not path.startswith("[") else f"{where}{path}"
     return one_line(f"{path}: {text}" if path else text)
@@ -152,23 +153,3 @@ def read_document(path: str | os.PathLike[str], parse: Callable[[Any, Callable[[
     if result.value is None or not notes:
         return result
     return ReadResult(result.value, tuple(Unreadable(str(path), None, one_line(n)) for n in notes))
-
-
-def records_of(
-    items: Any, kind: type[T], where: str, note: Callable[[str], None] | None
-) -> tuple[T, ...] | None:
-    """Each element of an array as a ``kind`` record; a bad element is reported through
-    ``note`` and skipped (keep every good record), or raised when ``note`` is ``None``."""
-    if items is None:
-        return None
-    if not isinstance(items, list):
-        raise FormatError(f"{where}: Expected `array`, got `{_json_type(items)}`")
-    out: list[T] = []
-    for index, item in enumerate(items):
-        try:
-            out.append(convert(item, kind, f"{where}[{index}]"))
-        except FormatError as exc:
-            if note is None:
-                raise
-            note(str(exc))
-    return tuple(out)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from .abba import AbbaVerdict, parse_verdict
 from .problems import FormatError, ReadResult
-from .records import Record, Rendered, Version, blank_to_none, convert, read_document, records_of
+from .records import Record, Rendered, Version, blank_to_none, convert, read_document
 
 LOG_PREFIX = "[long-horizon]"
 # The four modes of both generations. An unknown mode is kept as written rather than
@@ -220,10 +221,10 @@ def _log_value(text: str) -> Any:
     return text
 
 
-def _pairs(text: str) -> dict | None:
+def _pairs(text: str) -> dict[str, Any] | None:
     """``k=v k=v`` with nothing else, or ``None``."""
     tokens = text.split()
-    out = {}
+    out: dict[str, Any] = {}
     for token in tokens:
         match = _PAIR.fullmatch(token)
         if match is None:
@@ -232,7 +233,7 @@ def _pairs(text: str) -> dict | None:
     return out if tokens else None
 
 
-def parse_supervisor_log_line(line: str | bytes) -> dict | None:
+def parse_supervisor_log_line(line: str | bytes) -> dict[str, Any] | None:
     """One supervisor stdout line as a dict, or ``None`` when it is not a ``[long-horizon]``
     line.
 

@@ -7,7 +7,8 @@ no numbers, and a missing count is never shown as zero tokens.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import msgspec
 

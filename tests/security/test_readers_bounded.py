@@ -89,7 +89,7 @@ def make_workspace(root: Path, payload: str) -> dict[str, list[int]]:
     for rel in DOCUMENTS:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text('{"episode": %s, "kernels": [], "runs": [], "gate": "PASS"}' % payload)
+        path.write_text(f'{{"episode": {payload}, "kernels": [], "runs": [], "gate": "PASS"}}')
     offsets: dict[str, list[int]] = {}
     for rel, (_, good, field) in LINE_FILES.items():
         path = root / rel
@@ -104,7 +104,7 @@ def make_workspace(root: Path, payload: str) -> dict[str, list[int]]:
 
 def episcope(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "console.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, check=False)
 
 
 @pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())
