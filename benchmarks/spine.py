@@ -3,13 +3,12 @@
     python benchmarks/spine.py [--events 1000000] [--example PATH] [--only PART[,PART]] [--cpu N]
 
 ``--only`` runs some parts (cold_ingest, peak_rss, one_more_event, append_latency,
-status_startup); ``--cpu N`` pins this process and its children to core N, for the
-figures that are stated "on one core". Cold ingest needs only orjson and msgspec beyond
-the standard library; the third-party packages it imported are listed in its result.
+status_startup); ``--cpu N`` pins this process and its children to core N. Cold ingest
+needs only orjson and msgspec beyond the standard library; the third-party packages it
+imported are listed in its result.
 
 - cold ingest + reduce of N telemetry events, against a bare ``orjson.loads`` loop over
-  the same lines in the same run, and against ingest with the compiled decoder turned off
-  (ratios, medians of 3);
+  the same lines, interleaved in the same run (ratio of medians of 3);
 - append latency: write a line, see it on ``episcope events --follow`` (p50/p95 of 40);
 - one more event on the N-event episode: refresh + snapshot (median of 50);
 - ``episcope status --json`` on the example against ``python -c pass`` (median of 20);
@@ -36,46 +35,35 @@ from workloads import telemetry_lines, write_telemetry_workspace  # noqa: E402
 
 
 def cold_ingest(root: str, path: str, count: int) -> dict:
-    """Ingest against the bare orjson loop, and against ingest through msgspec alone (the
-    path where the compiled decoder is not built), interleaved, medians of 3."""
+    """Ingest + reduce against the bare orjson loop over the same lines, interleaved,
+    medians of 3."""
     before = set(sys.modules)
     import orjson
 
     from console.episode.session import Session
-    from console.formats import telemetry
 
     data = Path(path).read_bytes()
-    bare, ours, msgspec_only = [], [], []
-    initial = telemetry.use_compiled_decoder(True)
+    bare, ours = [], []
     for _ in range(3):
         start = time.perf_counter()
         for line in data.split(b"\n"):
             if line:
                 orjson.loads(line)
         bare.append(time.perf_counter() - start)
-        for compiled, times in ((True, ours), (False, msgspec_only)):
-            if compiled and not telemetry.COMPILED:
-                continue
-            telemetry.use_compiled_decoder(compiled)
-            start = time.perf_counter()
-            state = Session(root).scan()
-            times.append(time.perf_counter() - start)
-            assert state.telemetry_events == count, state.telemetry_events
-            del state  # freeing a million spans is not part of the next run's ingest
-    telemetry.use_compiled_decoder(initial)
+        start = time.perf_counter()
+        state = Session(root).scan()
+        ours.append(time.perf_counter() - start)
+        assert state.telemetry_events == count, state.telemetry_events
+        del state  # freeing a million spans is not part of the next run's ingest
     del data
     imported = {name.split(".")[0] for name in set(sys.modules) - before}
-    seconds = statistics.median(ours or msgspec_only)
+    seconds = statistics.median(ours)
     return {
         "events": count,
-        "compiled_decoder": telemetry.COMPILED,
         "seconds_median": seconds,
         "events_per_second": count / seconds,
         "orjson_loop_seconds_median": statistics.median(bare),
         "ratio_to_orjson_loop": seconds / statistics.median(bare),
-        "msgspec_only_seconds_median": statistics.median(msgspec_only),
-        "msgspec_only_events_per_second": count / statistics.median(msgspec_only),
-        "speedup_over_msgspec_only": statistics.median(msgspec_only) / seconds,
         "third_party_imports": sorted(imported - set(sys.stdlib_module_names) - {"console"}),
     }
 
@@ -198,13 +186,10 @@ def peak_rss(root: str) -> dict:
 
 PARTS = ("cold_ingest", "peak_rss", "one_more_event", "append_latency", "status_startup")
 GOALS = {  # part -> (goal, test of its result)
-    "cold_ingest": [
-        ("cold_ingest_events_per_second>=500000", lambda r: r["events_per_second"] >= 500_000),
-        ("cold_ingest_ratio<=3", lambda r: r["ratio_to_orjson_loop"] <= 3),
-    ],
+    "cold_ingest": [("cold_ingest_ratio<=1.5", lambda r: r["ratio_to_orjson_loop"] <= 1.5)],
     "append_latency": [("append_latency_p95_ms<=50", lambda r: r["p95_ms"] <= 50)],
     "one_more_event": [("one_more_event_ms<=1", lambda r: r["refresh_and_snapshot_ms_median"] <= 1)],
-    "status_startup": [("status_ratio<=3", lambda r: r["ratio"] <= 3)],
+    "status_startup": [("status_ratio<=6", lambda r: r["ratio"] <= 6)],
     "peak_rss": [("peak_rss_mb<=300", lambda r: r["peak_rss_mb"] <= 300)],
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import orjson
 import pytest
 
 from console.app import EpiscopeApp
@@ -92,12 +93,21 @@ def test_recording_round_trip_replays_what_was_watched(tmp_path, monkeypatch):
     path = new_recording_path("demo")
     assert path.parent == recordings_dir() and tmp_path / "state" in path.parents
     recorder = Recorder(path, campaign_root=str(campaign), campaign="demo", worktree=str(worktree))
-    session = Session(campaign, on_event=recorder.record)
+    seen = []
+
+    def record(event) -> None:
+        seen.append(event)
+        recorder.record(event)
+
+    session = Session(campaign, on_event=record)
     live = session.scan()
     recorder.close()
     assert is_recording(path) and not any(p.is_relative_to(campaign) for p in [path])
     header, events, problems = load_recording(path)
     assert header.campaign == "demo" and problems == []
+    # Recorded data decodes into the very types the live reads gave.
+    assert [(e.kind, type(e.data)) for e in events] == [(e.kind, type(e.data)) for e in seen]
+    assert [e.data for e in events if e.kind == ev.TELEMETRY] == [e.data for e in seen if e.kind == ev.TELEMETRY]
     replay = Replay(events, campaign_root=header.campaign_root, campaign=header.campaign, worktree=header.worktree)
     replay.seek_index(replay.total)
     again = replay.state()
@@ -115,6 +125,31 @@ def test_recording_round_trip_replays_what_was_watched(tmp_path, monkeypatch):
         fh.write(b'{"kind": "telemetry", "da\n')
     _, events2, problems2 = load_recording(path)
     assert len(events2) == len(events) and len(problems2) == 1 and problems2[0].offset is not None
+
+
+def test_a_recorded_event_that_cannot_be_decoded_is_a_problem_at_its_offset(tmp_path):
+    """An unknown kind, data its kind's reader rejects, or a line that is no event: each is
+    reported with the recording's path and the line's offset; every other event replays."""
+    from spine_helpers import tele
+
+    header = b'{"schema": "episcope-recording/v1", "campaign": "demo"}\n'
+    good = orjson.dumps({"kind": "telemetry", "path": "/w/t.jsonl", "offset": 0, "at": 1.0,
+                         "data": tele("phase_started", 1.0, phase="profile")}) + b"\n"
+    unknown = b'{"kind": "no_such_kind", "path": "/w/x", "offset": null, "at": null, "data": {"a": 1}}\n'
+    rejected = b'{"kind": "telemetry", "path": "/w/t.jsonl", "offset": 9, "at": 2.0, "data": {"event": "launch"}}\n'
+    no_event = b'[1, 2]\n'
+    problem = b'{"kind": "unreadable", "path": "/w/t.jsonl", "offset": 5, "at": null,' \
+              b' "data": {"path": "/w/t.jsonl", "offset": 5, "error": "invalid JSON"}}\n'
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(header + good + unknown + rejected + no_event + problem)
+    _, events, problems = load_recording(path)
+    assert [(e.kind, type(e.data).__name__) for e in events] == [("telemetry", "TelemetryRecord"),
+                                                                  ("unreadable", "Unreadable")]
+    assert events[1].data.offset == 5
+    start = len(header) + len(good)
+    offsets = [start, start + len(unknown), start + len(unknown) + len(rejected)]
+    assert [(p.path, p.offset) for p in problems] == [(str(path), offset) for offset in offsets]
+    assert "no_such_kind" in problems[0].error
 
 
 async def test_replay_screen_keys_move_the_virtual_clock(replay_of):

@@ -133,51 +133,52 @@ class _TelemetryFold:
             event = record.event
             if event == "phase_completed":
                 if current is None:
-                    self._close(PhaseSpan(iteration_id, attempt_id, intern(record.phase, record.phase), None, mono,
-                                          None, at, "partial", "orphan_end"), clock)
+                    self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
+                                          phase=intern(record.phase, record.phase), start_monotonic=None,
+                                          end_monotonic=mono, start_at=None, end_at=at, measurement="partial",
+                                          reason="orphan_end"), clock)
                 else:
                     phase, start, start_at = current
                     current = None
-                    if phase == record.phase:
-                        self._close(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "explicit"), clock)
-                    else:
-                        self._close(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial",
-                                              "mismatched_end"), clock)
+                    paired = phase == record.phase
+                    self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id, phase=phase,
+                                          start_monotonic=start, end_monotonic=mono, start_at=start_at, end_at=at,
+                                          measurement="explicit" if paired else "partial",
+                                          reason=None if paired else "mismatched_end"), clock)
             elif event == "phase_started":
                 if current is not None:
                     phase, start, start_at = current
-                    self._close(PhaseSpan(iteration_id, attempt_id, phase, start, mono, start_at, at, "partial",
-                                          "overlapping"), clock)
+                    self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id, phase=phase,
+                                          start_monotonic=start, end_monotonic=mono, start_at=start_at, end_at=at,
+                                          measurement="partial", reason="overlapping"), clock)
                 current = (intern(record.phase, record.phase), mono, at)
             elif event == "source_read":
-                kind = record.source_kind
-                self.reads.append(SourceRead(iteration_id, attempt_id, kind if kind is None else intern(kind, kind),
-                                             record.reference, at, mono))
+                self.reads.append(SourceRead(iteration_id=iteration_id, attempt_id=attempt_id,
+                                             source_kind=intern(record.source_kind, record.source_kind),
+                                             reference=record.reference, at=at, monotonic=mono))
             elif event == "sandbox_operation_started":
                 op_id = record.operation_id or f"unnamed-{count}"
-                category = record.category
                 self.ops_running[op_id] = SandboxOperation(
-                    op_id, category if category is None else intern(category, category), iteration_id, attempt_id,
-                    at, mono, None, "running",
+                    operation_id=op_id, category=intern(record.category, record.category), iteration_id=iteration_id,
+                    attempt_id=attempt_id, started_at=at, started_monotonic=mono, duration_seconds=None,
+                    status="running",
                 )
             else:  # sandbox_operation_completed: the record type admits no other event
                 op_id = record.operation_id or f"unnamed-{count}"
                 started = self.ops_running.pop(op_id, None)
                 category = record.category or (started.category if started else None)
-                self.ops_done.append(
-                    SandboxOperation(
-                        op_id,
-                        category if category is None else intern(category, category),
-                        iteration_id,
-                        attempt_id,
-                        started.started_at if started else None,
-                        started.started_monotonic if started else None,
-                        record.duration_seconds,
-                        "succeeded" if record.status == "succeeded" else "failed",
-                        record.exit_status,
-                        record.failure_type,
-                    )
-                )
+                self.ops_done.append(SandboxOperation(
+                    operation_id=op_id,
+                    category=intern(category, category),
+                    iteration_id=iteration_id,
+                    attempt_id=attempt_id,
+                    started_at=started.started_at if started else None,
+                    started_monotonic=started.started_monotonic if started else None,
+                    duration_seconds=record.duration_seconds,
+                    status="succeeded" if record.status == "succeeded" else "failed",
+                    exit_status=record.exit_status,
+                    failure_type=record.failure_type,
+                ))
         if clock:
             self._end_run(clock, first, last, current)
         self.count = count

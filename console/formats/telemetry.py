@@ -109,7 +109,10 @@ class FoldedTelemetry(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """What the reducer folds of a telemetry record, for a cold scan (FORMATS §2).
 
     The same fields, types, defaults and checks as ``TelemetryRecord``, less the ones the
-    fold never reads: a cold scan of a million lines builds a million of these.
+    fold never reads (action, campaign_id, marker_id, measurement, schema_version,
+    source): a cold scan of a million lines builds a million of these. So a record whose
+    only fault is a wrong type in one of those six is folded here, and reported as
+    unreadable by the event path.
     """
 
     attempt_id: str = "attempt"
