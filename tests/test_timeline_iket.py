@@ -19,8 +19,8 @@ import pytest
 
 from console.formats.timeline import read_timeline_receipt
 from console.screens.timeline import load_capture
-from console.timeline.receipt import validate_receipt
 from console.timeline.tool import main as timeline
+from console.timeline.validate import validate_receipt
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "iket"

@@ -13,8 +13,8 @@ import pytest
 
 from console.timeline.files import sha256_file
 from console.timeline.measure import MeasureConfig, measure
-from console.timeline.receipt import validate_receipt, write_capture
-
+from console.timeline.receipt import write_capture
+from console.timeline.validate import validate_receipt
 from timeline_support import FIXTURES
 
 SCRIPT = Path(__file__).parents[1] / "skills" / "autonomous-gpu-kernel-timeline" / "scripts" / "timeline.py"

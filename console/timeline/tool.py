@@ -164,7 +164,7 @@ def run_export(args) -> int:
 
 
 def run_validate(args) -> int:
-    from .receipt import validate_receipt
+    from .validate import validate_receipt
 
     reasons = validate_receipt(args.receipt)
     if reasons:
