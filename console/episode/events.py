@@ -2,8 +2,8 @@
 
 An event says what was seen (``kind`` and ``data``), where (``path`` and, for line records,
 the byte ``offset`` of the line) and when (``at``: the wall-clock time the record itself
-states, or the snapshot time of a document). Events are NamedTuples because millions of
-them are built on a cold ingest and tuple construction is the cheapest immutable object.
+states, or the snapshot time of a document). Which file gives which kind is the artifact
+registry's business (registry.py).
 """
 
 from __future__ import annotations
@@ -40,28 +40,7 @@ GPU = "gpu"  # data: console.gpu.sampler.GpuReading, path "nvml"; the live conso
 REMOVED = "removed"  # data: the kind of the document that disappeared (path says which)
 UNREADABLE = "unreadable"  # data: formats.problems.Unreadable
 
-DOCUMENT_KINDS = frozenset(
-    {
-        STATE,
-        ACTIVE_EPISODE,
-        ATTEMPT,
-        JOURNAL,
-        HANDOFF,
-        LIVE_MEMORY,
-        MEMORY_VERSION,
-        TELEMETRY_SUMMARY,
-        PROFILE,
-        ABBA,
-        TIMELINE_RECEIPT,
-        TIMELINE_MEASUREMENT,
-        JOB,
-        GIT,
-    }
-)
-
-
 class Event(NamedTuple):
-    # Field order matters: ingest's hot path builds events from plain tuples in this order.
     kind: str
     path: str
     offset: int | None

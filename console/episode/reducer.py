@@ -25,6 +25,7 @@ from . import events as ev
 from .comparisons import Comparisons
 from .guards import evaluate_guards
 from .job_logs import JobLogs
+from .registry import DOCUMENT_KINDS
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
 from .views import Prefix, combine
 
@@ -272,7 +273,7 @@ class Reducer:
             self._unreadable[(event.path, event.offset)] = event.data
         elif kind == ev.REMOVED:
             self._forget(event.path, event.data)
-        elif kind in ev.DOCUMENT_KINDS:
+        elif kind in DOCUMENT_KINDS:
             self._documents.setdefault(kind, {})[event.path] = event.data
             self._document_at[event.path] = at
             self._unreadable.pop((event.path, None), None)

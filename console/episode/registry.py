@@ -113,7 +113,8 @@ ARTIFACTS: tuple[Artifact, ...] = (
 )
 
 BY_KIND: dict[str, Artifact] = {row.kind: row for row in ARTIFACTS}
-LINE_KINDS = frozenset(row.kind for row in ARTIFACTS if row.layout == "lines")
+# Kinds whose every event is the whole of its record (a new one replaces the last from its path).
+DOCUMENT_KINDS = frozenset(row.kind for row in ARTIFACTS if row.layout != "lines")
 
 
 def _regex(pattern: str) -> str:

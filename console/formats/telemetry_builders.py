@@ -1,7 +1,7 @@
 """Building telemetry records (FORMATS §2), with the standard library only.
 
 ``tools/iteration_trace.py`` and the sandbox write these records on the GPU machine, where
-orjson is not installed, so the builders live apart from the orjson-backed reader in
+msgspec is not installed, so the builders live apart from the msgspec-backed reader in
 :mod:`console.formats.telemetry` (which re-exports every name defined here).
 """
 
