@@ -26,12 +26,15 @@ document readers import the orjson-based reader lazily.
 import math
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .evaluations import EvaluatorResult, parse_result_json
-from .fields import Fields, loads_lenient, positive_finite, raw_json, read_document
+from .fields import Fields, loads_lenient, positive_finite, read_document
 from .problems import FormatError, ReadResult
+
+T = TypeVar("T")
 
 ABBA_PREFIX = "__ATREX_LONG_HORIZON_ABBA_RESULT__="
 REVISIONS = ("incumbent", "candidate")
@@ -49,19 +52,22 @@ class AbbaRun(NamedTuple):
     result: EvaluatorResult | None
     stdout_tail: str | None
     stderr_tail: str | None
-    raw: dict
+    raw: dict[str, Any]
 
-    to_json = raw_json
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+    @property
+    def latency_us(self) -> float | None:
+        """The run's latency when it counts toward the verdict (exit 0, all_pass, and a
+        usable latency), else ``None``."""
+        if self.exit_code != 0 or self.result is None or self.result.all_pass is not True:
+            return None
+        return positive_finite(self.result.latency_us_geomean)
 
     @property
     def valid(self) -> bool:
-        """Counts toward the verdict: exit 0, all_pass, and a usable latency."""
-        return (
-            self.exit_code == 0
-            and self.result is not None
-            and self.result.all_pass is True
-            and positive_finite(self.result.latency_us_geomean) is not None
-        )
+        return self.latency_us is not None
 
 
 class AbbaRunBatch(NamedTuple):
@@ -71,9 +77,10 @@ class AbbaRunBatch(NamedTuple):
     runs: tuple[AbbaRun, ...]
     error: str | None
     shape_batch_count: int | None
-    raw: dict
+    raw: dict[str, Any]
 
-    to_json = raw_json
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
 
 
 class AbbaRequest(NamedTuple):
@@ -82,9 +89,10 @@ class AbbaRequest(NamedTuple):
     command: tuple[str, ...] | None
     run_timeout_seconds: int | float | None
     manifests: Mapping[str, Any] | None
-    raw: dict
+    raw: dict[str, Any]
 
-    to_json = raw_json
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
 
     @property
     def repeats(self) -> int | None:
@@ -104,13 +112,13 @@ class AbbaVerdict(NamedTuple):
     artifact: str | None
     candidate_performance_score: float | None  # newer generation
     incumbent_performance_score: float | None
-    raw: dict
+    raw: dict[str, Any]
 
     @property
     def passed(self) -> bool:
         return self.gate == "PASS" and self.error is None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The verdict's fields (it may be computed, not read), as :func:`parse_verdict` reads them."""
         return {
             "gate": self.gate,
@@ -254,7 +262,13 @@ def compute_verdict(
     """The §7 gate for ``runs`` of an R-repeat schedule (pure)."""
     runs = tuple(runs)
 
-    def verdict(gate, cand=None, inc=None, improvement=None, error=None) -> AbbaVerdict:
+    def verdict(
+        gate: str,
+        cand: float | None = None,
+        inc: float | None = None,
+        improvement: float | None = None,
+        error: str | None = None,
+    ) -> AbbaVerdict:
         return AbbaVerdict(gate, cand, inc, improvement, runs, error, artifact, None, None, {})
 
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
@@ -262,10 +276,11 @@ def compute_verdict(
     expected = [(revision, index // 2) for index, revision in enumerate(abba_schedule(repeats))]
     if [(run.revision, run.repeat) for run in runs] != expected:
         return verdict("ERROR", error=f"runs do not follow the ABBA schedule for {repeats} repeats")
-    sides = {
-        revision: [run.result.latency_us_geomean for run in runs if run.revision == revision and run.valid]
-        for revision in REVISIONS
-    }
+    sides: dict[str, list[float]] = {revision: [] for revision in REVISIONS}
+    for run in runs:
+        latency = run.latency_us
+        if latency is not None:
+            sides[run.revision].append(latency)
     cand = geometric_mean(sides["candidate"])
     inc = geometric_mean(sides["incumbent"])
     if len(sides["candidate"]) < repeats or len(sides["incumbent"]) < repeats:
@@ -278,6 +293,7 @@ def compute_verdict(
                 f"{len(sides['incumbent'])} of {repeats} incumbent runs are valid"
             ),
         )
+    assert cand is not None and inc is not None  # every run counted has a positive finite latency
     improvement = (inc - cand) / inc * 100.0
     if improvement > min_improvement_pct:
         return verdict("PASS", cand, inc, improvement)
@@ -311,21 +327,21 @@ def verdict_from_batch(
 # -- documents -------------------------------------------------------------------------
 
 
-def _read(path: str | os.PathLike, parse) -> ReadResult:
+def _read(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> ReadResult[T]:
     return read_document(path, lambda obj, note: parse(obj))
 
 
-def read_abba_request(path: str | os.PathLike) -> ReadResult[AbbaRequest]:
+def read_abba_request(path: str | os.PathLike[str]) -> ReadResult[AbbaRequest]:
     return _read(path, parse_abba_request)
 
 
-def read_abba_run(path: str | os.PathLike) -> ReadResult[AbbaRunBatch]:
+def read_abba_run(path: str | os.PathLike[str]) -> ReadResult[AbbaRunBatch]:
     """``result-NNNN.json``: the runs of one shape batch."""
     return _read(path, parse_abba_batch)
 
 
 def read_abba_verdict(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     repeats: int | None = None,
     min_improvement_pct: float = 0.0,

@@ -12,10 +12,11 @@ Python's json also accepts the NaN tokens an evaluator writes for a NaN-producin
 # Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
 # each string annotation into a ForwardRef, doubling the cost of defining these records.
 import re
-from datetime import datetime, timezone
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
-from .fields import Fields, loads_lenient, raw_json
+from .fields import Fields, loads_lenient
 from .problems import FormatError
 
 RESULT_PREFIX = "[test_kernel] RESULT_JSON="
@@ -40,9 +41,10 @@ class EvaluatorResult(NamedTuple):
     eval_id: str | None
     performance_objective: str | None  # newer generation
     performance_score: float | None  # newer generation
-    raw: dict
+    raw: dict[str, Any]
 
-    to_json = raw_json
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
 
     @property
     def consistent(self) -> bool:
@@ -108,9 +110,10 @@ class EvaluationRecord(NamedTuple):
     job_id: str | None
     kernel_sha256: str | None  # None for schema 1, which predates fingerprints
     result: EvaluatorResult
-    raw: dict
+    raw: dict[str, Any]
 
-    to_json = raw_json
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
 
     @property
     def measured_at(self) -> float | None:
@@ -154,7 +157,7 @@ def evaluation_record(
     gateway_kind: str,
     job_id: str | None,
     timestamp: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A schema-2 ``evaluations.jsonl`` record for a writer to append.
 
     The result is validated first, so a writer never appends a line its own reader refuses.
@@ -167,7 +170,7 @@ def evaluation_record(
         raise FormatError(f"gateway_kind is {gateway_kind!r}, not one of {', '.join(GATEWAY_KINDS)}")
     return {
         "schema_version": SCHEMA_VERSION,
-        "timestamp": timestamp or datetime.now(timezone.utc).isoformat(),
+        "timestamp": timestamp or datetime.now(UTC).isoformat(),
         "gateway_kind": gateway_kind,
         "job_id": job_id,
         "kernel_sha256": kernel_sha256,
@@ -197,7 +200,7 @@ def iso_seconds(value: str | None) -> float | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
         return moment.timestamp()
     except (OverflowError, ValueError, OSError):

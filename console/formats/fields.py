@@ -9,15 +9,14 @@ Standard library only: parsers built on this run on the GPU machine too.
 
 from __future__ import annotations
 
-import json
 import math
-import re
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from .problems import FormatError, ReadResult, Unreadable, one_line
 
-_VERSION = re.compile(r"v?(\d{1,9})")
+T = TypeVar("T")
 
 
 def json_type(value: Any) -> str:
@@ -48,24 +47,6 @@ def positive_finite(value: Any) -> float | None:
         return None
     number = float(value)
     return number if number > 0.0 and math.isfinite(number) else None
-
-
-def version_number(value: Any) -> int | None:
-    """``12`` or ``"v12"`` -> 12; anything else -> ``None``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if value >= 0 else None
-    if isinstance(value, str):
-        match = _VERSION.fullmatch(value.strip())
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def render_text(value: Any) -> str | None:
-    """Free-form JSON (an experiment's evidence, say) as one display string."""
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _brief(value: Any) -> str:
@@ -138,33 +119,19 @@ class Fields:
             return value
         raise self._wrong(key, value, "a boolean")
 
-    def version(self, key: str) -> int | None:
-        """A memory version written as ``12`` or ``"v12"``."""
-        value = self.obj.get(key)
-        if value is None:
-            return None
-        number = version_number(value)
-        if number is None:
-            raise FormatError(f"{self.name(key)} is {_brief(value)}, not a version (vN)")
-        return number
-
     def choice(self, key: str, allowed: Iterable[str]) -> str | None:
         value = self.string(key)
         if value is None or value in allowed:
             return value
         raise FormatError(f"{self.name(key)} is {_brief(value)}, not one of {', '.join(allowed)}")
 
-    def mapping(self, key: str) -> dict | None:
+    def mapping(self, key: str) -> dict[str, Any] | None:
         value = self.obj.get(key)
         if value is None or isinstance(value, dict):
             return value
         raise self._wrong(key, value, "an object")
 
-    def nested(self, key: str) -> Fields | None:
-        value = self.obj.get(key)
-        return None if value is None else Fields(value, self.name(key))
-
-    def array(self, key: str) -> list | None:
+    def array(self, key: str) -> list[Any] | None:
         value = self.obj.get(key)
         if value is None or isinstance(value, list):
             return value
@@ -179,13 +146,6 @@ class Fields:
                 raise FormatError(f"{self.name(key)}[{index}] is {json_type(item)}, not a string")
         return tuple(items)
 
-    def texts(self, key: str) -> tuple[str, ...] | None:
-        """A list of free-form entries, each shown as text (objects rendered as JSON)."""
-        items = self.array(key)
-        if items is None:
-            return None
-        return tuple(render_text(item) for item in items if item is not None)
-
     def numbers_by_key(self, key: str) -> Mapping[str, int | float | None] | None:
         """An object of numbers (``latency_us_by_shape``); a ``null`` entry stays ``None``."""
         value = self.mapping(key)
@@ -196,13 +156,15 @@ class Fields:
                 raise FormatError(f"{self.name(key)}[{name!r}] is {json_type(number)}, not a number")
         return MappingProxyType(dict(value))
 
-    def records(self, key: str, parse: Callable[[Any, str], Any], note: Callable[[str], None] | None):
+    def records(
+        self, key: str, parse: Callable[[Any, str], T], note: Callable[[str], None] | None
+    ) -> tuple[T, ...] | None:
         """Parse each element of an array; a bad element is reported through ``note``
         and skipped (keep every good record), or raised when ``note`` is ``None``."""
         items = self.array(key)
         if items is None:
             return None
-        out = []
+        out: list[T] = []
         for index, item in enumerate(items):
             try:
                 out.append(parse(item, f"{self.name(key)}[{index}]"))
@@ -211,13 +173,6 @@ class Fields:
                     raise
                 note(str(exc))
         return tuple(out)
-
-
-def raw_json(record) -> dict:
-    """``to_json`` of a parsed record (``to_json = raw_json`` in its class): the document as
-    it was read, so that parsing it again yields the same record (replay re-parses recorded
-    events). Records a reader derives write their own ``to_json``."""
-    return dict(record.raw)
 
 
 def loads_lenient(data: bytes | str) -> Any:
@@ -234,7 +189,7 @@ def loads_lenient(data: bytes | str) -> Any:
         raise FormatError(f"invalid JSON: {exc}") from None
 
 
-def read_document(path: Any, parse: Callable[[Any, Callable[[str], None]], Any]) -> ReadResult:
+def read_document(path: Any, parse: Callable[[Any, Callable[[str], None]], T]) -> ReadResult[T]:
     """Read one JSON document; ``parse(obj, note)`` builds the value and calls ``note`` for
     each sub-record it had to skip, which comes back as a problem beside the value.
 

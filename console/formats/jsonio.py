@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -72,15 +73,15 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: bool = True) -> None:
     atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")
 
 
-def append_json_line(path: str | os.PathLike, obj: Any) -> None:
+def append_json_line(path: str | os.PathLike[str], obj: Any) -> None:
     """Append ``obj`` as one sorted-key JSON line with a single ``write`` call."""
     append_line(path, dumps(obj) + b"\n")
 
 
-def read_json_document(path: str | os.PathLike, parse: Callable[[Any], T]) -> ReadResult[T]:
+def read_json_document(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> ReadResult[T]:
     """``plainjson.read_json_document`` with orjson decoding (see there for the rules)."""
     return plainjson.read_json_document(path, parse, decode=loads)

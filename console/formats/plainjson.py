@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from .bounded_read import read_regular_file
 from .problems import FormatError, ReadResult, Unreadable, one_line
@@ -61,7 +62,7 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def append_line(path: str | os.PathLike, line: bytes) -> None:
+def append_line(path: str | os.PathLike[str], line: bytes) -> None:
     """Append one whole line with a single ``write`` on an ``O_APPEND`` descriptor.
 
     POSIX appends of one ``write`` land at the end of the file as a unit, so concurrent
@@ -80,11 +81,11 @@ def append_line(path: str | os.PathLike, line: bytes) -> None:
         os.close(fd)
 
 
-def append_json_line(path: str | os.PathLike, obj: Any) -> None:
+def append_json_line(path: str | os.PathLike[str], obj: Any) -> None:
     append_line(path, dumps(obj) + b"\n")
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it over: never half a file."""
     import tempfile  # only writers need it; readers start faster without
 
@@ -105,12 +106,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: bool = True) -> None:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: bool = True) -> None:
     atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")
 
 
 def read_json_document(
-    path: str | os.PathLike, parse: Callable[[Any], T], *, decode: Callable[[bytes], Any] = loads
+    path: str | os.PathLike[str], parse: Callable[[Any], T], *, decode: Callable[[bytes], Any] = loads
 ) -> ReadResult[T]:
     """Read one JSON document and hand the decoded object to ``parse``.
 

@@ -6,7 +6,7 @@ imports this.
 
 # Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
 # each string annotation into a ForwardRef, doubling the cost of defining these records.
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -25,7 +25,7 @@ class Unreadable(NamedTuple):
     offset: int | None
     error: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "offset": self.offset, "error": self.error}
 
     def __str__(self) -> str:
