@@ -76,7 +76,7 @@ def test_jobs_of_the_recorded_episode(cache_env):
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
 
 
-def test_unpacked_once_and_worktree_repaired(cache_env, monkeypatch):
+def test_unpacked_once_and_worktree_linked(cache_env, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", cache_env["XDG_CACHE_HOME"])
     campaign = open_archive(ARCHIVE)
     marker = campaign.parent / DONE_MARKER

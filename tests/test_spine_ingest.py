@@ -171,14 +171,12 @@ def test_headless_verbs_never_import_textual(campaign):
     assert out.stdout.strip() == ""
 
 
-def test_git_facts_cache_follows_edits_and_commits(campaign, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def test_git_facts_follow_edits_and_commits(campaign):
     _, worktree, _ = campaign
     first = Session(worktree).scan()
     assert first.git.dirty_paths == ()
-    assert list((tmp_path / "cache" / "episcope" / "git-facts").iterdir())  # remembered
     again = Session(worktree).scan()
-    assert again.git == first.git  # answered from the cache
+    assert again.git == first.git
     (worktree / "profile_driver.py").write_text("print('edited')\n")
     edited = Session(worktree).scan()
     assert edited.git.dirty_paths == ("profile_driver.py",)

@@ -26,7 +26,6 @@ import io
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -39,6 +38,7 @@ if (_ROOT / "console" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     # Run from a checkout: the console package beside tools/ wins over an installed one.
     sys.path.insert(0, str(_ROOT))
 
+from console.episode.git_repo import GitUnavailable, run_git  # noqa: E402
 from console.formats import abba  # noqa: E402
 from console.formats.evaluations import RESULT_PREFIX  # noqa: E402
 from console.formats.plainjson import append_json_line, atomic_write_json, dumps  # noqa: E402
@@ -68,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def git(repo: Path, *argv: str, binary: bool = False):
-    out = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, timeout=120)
+    """git in ``repo`` with episcope's safe settings: the repository's config runs nothing."""
+    try:
+        out = run_git(repo, *argv, timeout=120)
+    except GitUnavailable as exc:
+        raise UsageError(f"git {argv[0]} failed: {exc}") from None
     if out.returncode != 0:
         raise UsageError(f"git {argv[0]} failed: {' '.join(out.stderr.decode(errors='replace').split())}")
     return out.stdout if binary else out.stdout.decode().strip()

@@ -13,7 +13,6 @@ works from any directory, from a checkout or an installed wheel alike.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 from console.kit import kit_path
@@ -80,24 +79,27 @@ def _describe(problem: Path) -> str:
     return ""
 
 
-def _git(cwd: Path, *argv: str) -> str:
+def _commit_all(target: Path, message: str) -> str:
+    """git init, exclude the runtime paths, add everything and commit; returns the commit."""
     from console.cli import CommandError
+    from console.episode.git_repo import new_repo, read_errors
 
     try:
-        out = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise CommandError("git is not installed", 1) from None
-    if out.returncode != 0:
-        raise CommandError(f"git {argv[0]} failed: {' '.join(out.stderr.split())}", 1)
-    return out.stdout
-
-
-def _identity_flags(cwd: Path) -> list[str]:
-    # Respect the user's git identity; fall back to a neutral one so a bare machine works.
-    probe = subprocess.run(["git", "config", "user.email"], cwd=cwd, capture_output=True, text=True)
-    if probe.returncode == 0 and probe.stdout.strip():
-        return []
-    return ["-c", "user.name=episcope", "-c", "user.email=episcope@localhost"]
+        with new_repo(target) as repo:
+            exclude = Path(repo.git_dir) / "info" / "exclude"
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with exclude.open("a", encoding="utf-8") as fh:
+                fh.write("\n# episode runtime files (episcope init)\n" + "\n".join(EXCLUDES) + "\n")
+            repo.git.add("-A")
+            reader = repo.config_reader()
+            if not (reader.has_option("user", "email") and reader.get_value("user", "email")):
+                # Respect the user's git identity; fall back to a neutral one so a bare machine works.
+                repo.git.update_environment(GIT_AUTHOR_NAME="episcope", GIT_AUTHOR_EMAIL="episcope@localhost",
+                                            GIT_COMMITTER_NAME="episcope", GIT_COMMITTER_EMAIL="episcope@localhost")
+            repo.git.commit("-q", "-m", message)
+            return repo.head.commit.hexsha
+    except read_errors() as exc:
+        raise CommandError(f"git failed: {' '.join(str(exc).split())[:300]}", 1) from None
 
 
 def create_workspace(target: Path, problem_name: str) -> Path:
@@ -136,13 +138,7 @@ def create_workspace(target: Path, problem_name: str) -> Path:
         shutil.copytree(skills, target / "skills", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (target / "memory").mkdir()
 
-    _git(target, "init", "-q")
-    exclude = target / ".git" / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    with exclude.open("a", encoding="utf-8") as fh:
-        fh.write("\n# episode runtime files (episcope init)\n" + "\n".join(EXCLUDES) + "\n")
-    _git(target, "add", "-A")
-    _git(target, *_identity_flags(target), "commit", "-q", "-m", f"Episode workspace for {problem_name}")
+    _commit_all(target, f"Episode workspace for {problem_name}")
     return target
 
 
@@ -155,8 +151,10 @@ def run(args) -> int:
         return 0
     if not args.directory or not args.problem:
         raise CommandError("usage: episcope init DIR --problem NAME (or episcope init --list)")
+    from console.episode.git_repo import head_commit
+
     target = create_workspace(Path(args.directory).expanduser().absolute(), args.problem)
-    head = _git(target, "rev-parse", "HEAD").strip()
+    head = head_commit(target)
     print(f"{target}\t{head}")
     return 0
 

@@ -3,36 +3,56 @@
 A recorded campaign is a git repository with an episode worktree beside it, which cannot be
 committed as files, so it travels as one archive (``examples/record_episode.py --archive``).
 Here it is unpacked once into the user cache, ``$XDG_CACHE_HOME/episcope/archives/<sha256
-prefix>/`` (reused while present), and ``git worktree repair`` points the worktree links
-at that copy. Only regular files and directories with safe relative names are unpacked:
-an archive holding links, devices, absolute paths or ``..`` is refused as a whole.
+prefix>/``, and reused while that copy is complete.
 
-``archives/stamps.json`` remembers which copy an archive file (path, size, mtime, inode)
-unpacked to, so opening it again hashes nothing: loading hashlib's OpenSSL and reading the
-whole archive would cost more than the rest of a ``status``.
+An archive may come from anyone, so before anything is written ``formats.tar_check`` walks it
+whole (gzip checksum to the end, bounded headers, members and bytes), and only regular files
+and directories with safe relative names are unpacked: links, devices, absolute paths or
+``..`` refuse the archive as a whole. The copy is then made inert before it is used:
+
+- every git config file in it (``.git/config``, ``config.worktree``, submodule configs) is
+  rewritten keeping only ``KEPT_CONFIG``: the repository's format and layout, and remote and
+  branch names. Nothing else survives (``core.fsmonitor``, ``core.worktree``, hooks paths,
+  filter drivers, includes ...);
+- hook directories are not unpacked;
+- worktree links are written by hand inside the copy: each episode worktree's ``.git`` file
+  and the matching ``.git/worktrees/<id>/gitdir`` point at each other, ``commondir`` at its
+  campaign, and administrative entries with no worktree in the copy are dropped. ``git
+  worktree repair`` is not run: it follows the links as it finds them, and those the archive
+  brings may name another repository's worktree, which it would rewrite.
+
+All of this happens in a staging directory that is renamed into place only when complete
+(marker written); a refused or failed unpack leaves nothing in the cache.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
+import re
+import shutil
+import tarfile
+import tempfile
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
-from console.formats.plainjson import atomic_write_json
+from console.formats.tar_check import TarLimits, TarRefused, check_tar_gz
 
-from .workspace import user_cache_dir
+from .git_repo import GitUnavailable, run_git, safe_environment
+from .workspace import WORKTREES_DIR, user_cache_dir
 
-if TYPE_CHECKING:
-    import tarfile
-
-# hashlib, shutil, subprocess, tarfile and tempfile are imported where an archive is first
-# unpacked: opening it again needs none of them.
-
-WORKTREES_DIR = ".atrex_long_horizon_worktrees"
 DONE_MARKER = ".episcope-unpacked"
-STAMPS = "stamps.json"
+COPY_FORMAT = "episcope archive copy 2\n"  # a copy made by an older unpacker is made again
 _KEY_CHARS = 16
+LIMITS = TarLimits()
+
+# Config keys kept in an unpacked copy (git's lower-case spelling; <name> is any subsection).
+KEPT_CONFIG = re.compile(
+    r"core\.(repositoryformatversion|bare|filemode|symlinks|ignorecase|precomposeunicode|logallrefupdates)"
+    r"|extensions\.(objectformat|compatobjectformat|refstorage|worktreeconfig)"
+    r"|remote\.[^\n]+\.(url|fetch)"
+    r"|branch\.[^\n]+\.(remote|merge)"
+)
+CONFIG_NAMES = frozenset({"config", "config.worktree"})
 
 # (path, size, mtime_ns) -> campaign root, so a session re-resolving hashes nothing
 _opened: dict[tuple[str, int, int], Path] = {}
@@ -46,38 +66,6 @@ def cache_root() -> Path:
     return user_cache_dir("archives")
 
 
-def _digest(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _copy_name(archive: Path, st: os.stat_result) -> str:
-    """The unpacked copy's directory name: a prefix of the archive's sha256, remembered in
-    ``stamps.json`` by the archive's stamp."""
-    index_path = cache_root() / STAMPS
-    stamp = f"{st.st_size} {st.st_mtime_ns} {st.st_ino} {archive}"
-    try:
-        index = json.loads(index_path.read_bytes())
-    except (OSError, ValueError):
-        index = {}
-    if not isinstance(index, dict):
-        index = {}
-    name = index.get(stamp)
-    if isinstance(name, str) and len(name) == _KEY_CHARS:
-        return name
-    name = index[stamp] = _digest(archive)[:_KEY_CHARS]
-    try:
-        atomic_write_json(index_path, index)
-    except OSError:
-        pass  # a read-only cache: the next open hashes again
-    return name
-
-
 def _check_member(member: tarfile.TarInfo) -> None:
     name = member.name
     parts = PurePosixPath(name).parts
@@ -87,48 +75,143 @@ def _check_member(member: tarfile.TarInfo) -> None:
         raise ArchiveError(f"archive member {name!r} is not a regular file or directory")
 
 
-def _unpack(archive: Path, target: Path) -> None:
-    import shutil
-    import tarfile
-    import tempfile
+def _is_hook(parts: tuple[str, ...]) -> bool:
+    """``<repo>/.git/hooks/...`` or a submodule's ``.git/modules/<name>/hooks/...``."""
+    if ".git" not in parts:
+        return False
+    inside = parts[parts.index(".git") + 1:]
+    if inside[:1] == ("hooks",):
+        return True
+    return inside[:1] == ("modules",) and "hooks" in inside[2:]
 
-    if target.exists():
-        shutil.rmtree(target)  # a half-made copy from an interrupted unpack
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
-    try:
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                members = tar.getmembers()
-                for member in members:
-                    _check_member(member)
-                for member in members:
-                    dest = staging.joinpath(*PurePosixPath(member.name).parts)
-                    if member.isdir():
-                        dest.mkdir(parents=True, exist_ok=True)
-                        continue
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    source = tar.extractfile(member)
-                    with source, open(dest, "wb") as out:
-                        shutil.copyfileobj(source, out)
-                    os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
-                    os.utime(dest, (member.mtime, member.mtime))
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise ArchiveError(f"{archive}: cannot unpack: {exc}") from None
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / DONE_MARKER).is_file():  # nobody else finished it first
-                raise
-            return
-        _repair(target)
-        (target / DONE_MARKER).write_text(str(archive) + "\n", encoding="utf-8")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+def _extract(archive: Path, staging: Path) -> None:
+    """Unpack the checked archive into ``staging``."""
+    with tarfile.open(archive, "r:gz") as tar:
+        members = tar.getmembers()
+        for member in members:
+            _check_member(member)
+        for member in members:
+            parts = PurePosixPath(member.name).parts
+            if _is_hook(parts):
+                continue
+            dest = staging.joinpath(*parts)
+            if member.isdir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            with source, open(dest, "xb") as out:
+                shutil.copyfileobj(source, out)
+            os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
+            os.utime(dest, (member.mtime, member.mtime))
+
+
+def _git_configs(staging: Path) -> list[Path]:
+    """Config files of every git directory (one holding ``HEAD``) in the copy."""
+    return sorted(path for path in staging.rglob("config*")
+                  if path.name in CONFIG_NAMES and path.is_file() and (path.parent / "HEAD").is_file())
+
+
+def _keep_safe_config(path: Path, cwd: Path, env: dict[str, str]) -> None:
+    """Rewrite one git config file of the copy with only the keys of KEPT_CONFIG."""
+    listed = run_git(cwd, "config", "--file", str(path), "--no-includes", "--list", "-z", env=env)
+    kept = []
+    if listed.returncode == 0:  # a file git cannot parse keeps nothing
+        for entry in listed.stdout.split(b"\0"):
+            key, newline, value = entry.decode("utf-8", "surrogateescape").partition("\n")
+            if newline and KEPT_CONFIG.fullmatch(key):
+                kept.append((key, value))
+    fresh = path.with_name(path.name + ".episcope-new")
+    fresh.write_bytes(b"")
+    for key, value in kept:
+        out = run_git(cwd, "config", "--file", str(fresh), "--add", key, value, env=env)
+        if out.returncode != 0:
+            raise ArchiveError(f"cannot keep {key} of {path.name}: {' '.join(out.stderr.decode(errors='replace').split())}")
+    os.replace(fresh, path)
 
 
 def _campaigns(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name != WORKTREES_DIR and not p.name.startswith(".unpack-"))
+
+
+def _link_worktrees(staging: Path, target: Path) -> None:
+    """Point each campaign's worktree links at the copy (``target`` once renamed): see the
+    module docstring."""
+    for campaign in _campaigns(staging):
+        dotgit = campaign / ".git"
+        if dotgit.is_file():
+            dotgit.unlink()  # a campaign's repository is its own, never one elsewhere
+            continue
+        for elsewhere in ("commondir", "objects/info/alternates", "objects/info/http-alternates"):
+            (dotgit / elsewhere).unlink(missing_ok=True)  # would lead git into another repository
+        admin_root = dotgit / "worktrees"
+        admins = {p.name: p for p in admin_root.iterdir() if p.is_dir()} if admin_root.is_dir() else {}
+        linked = set()
+        worktrees = staging / WORKTREES_DIR / campaign.name
+        for worktree in sorted(worktrees.iterdir()) if worktrees.is_dir() else ():
+            link = worktree / ".git"
+            if not link.is_file():
+                continue
+            named = _linked_admin_name(link)
+            if named not in admins or named in linked:
+                link.unlink()  # links to nothing in this copy: a plain directory then
+                continue
+            linked.add(named)
+            final_campaign = target / campaign.name
+            final_worktree = target / WORKTREES_DIR / campaign.name / worktree.name
+            link.write_text(f"gitdir: {final_campaign / '.git' / 'worktrees' / named}\n", encoding="utf-8")
+            (admins[named] / "gitdir").write_text(f"{final_worktree / '.git'}\n", encoding="utf-8")
+            (admins[named] / "commondir").write_text("../..\n", encoding="utf-8")
+        for name, admin in admins.items():
+            if name not in linked:
+                shutil.rmtree(admin)
+
+
+def _linked_admin_name(link: Path) -> str | None:
+    """The ``.git/worktrees/<id>`` name a worktree's ``.git`` file names (as GitPython reads
+    the file), whatever directory it was recorded under."""
+    from git.repo.fun import find_worktree_git_dir
+
+    named = find_worktree_git_dir(link)
+    return PurePosixPath(named).name if named else None
+
+
+def _unpack(archive: Path, target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)  # a copy without its marker: an unpack that never finished
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
+    try:
+        try:
+            with open(archive, "rb") as handle:
+                check_tar_gz(handle, LIMITS)
+            _extract(archive, staging)
+            env = safe_environment(staging)
+            for config in _git_configs(staging):
+                _keep_safe_config(config, staging, env)
+            _link_worktrees(staging, target)
+        except TarRefused as exc:
+            raise ArchiveError(f"{archive}: refused: {exc}") from None
+        except GitUnavailable as exc:
+            raise ArchiveError(f"{archive}: cannot make the copy safe: {exc}") from None
+        except (tarfile.TarError, EOFError, OSError, ValueError, OverflowError) as exc:
+            raise ArchiveError(f"{archive}: cannot unpack: {' '.join(str(exc).split())}") from None
+        (staging / DONE_MARKER).write_text(COPY_FORMAT, encoding="utf-8")
+        try:
+            os.rename(staging, target)
+        except OSError as exc:
+            if not _complete(target):  # else another process finished the same copy first
+                raise ArchiveError(f"{target}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _complete(copy: Path) -> bool:
+    try:
+        return (copy / DONE_MARKER).read_text(encoding="utf-8") == COPY_FORMAT
+    except OSError:
+        return False
 
 
 def open_archive(path: str | os.PathLike) -> Path:
@@ -136,31 +219,19 @@ def open_archive(path: str | os.PathLike) -> Path:
     archive = Path(path).expanduser().resolve()
     try:
         st = archive.stat()
+        key = (str(archive), st.st_size, st.st_mtime_ns)
+        known = _opened.get(key)
+        if known is not None and known.is_dir():
+            return known
+        with open(archive, "rb") as handle:
+            name = hashlib.file_digest(handle, "sha256").hexdigest()[:_KEY_CHARS]
     except OSError as exc:
         raise ArchiveError(f"{archive}: {exc.strerror or exc}") from None
-    key = (str(archive), st.st_size, st.st_mtime_ns)
-    known = _opened.get(key)
-    if known is not None and known.is_dir():
-        return known
-    target = cache_root() / _copy_name(archive, st)
-    if not (target / DONE_MARKER).is_file():
+    target = cache_root() / name
+    if not _complete(target):
         _unpack(archive, target)
     campaigns = [c for c in _campaigns(target) if (c / ".git").is_dir() or (c / ".atrex_long_horizon").is_dir()]
     if len(campaigns) != 1:
         raise ArchiveError(f"{archive}: expected one campaign directory, found {len(campaigns)}")
     _opened[key] = campaigns[0]
     return campaigns[0]
-
-
-def _repair(target: Path) -> None:
-    """``git worktree repair`` from each campaign, naming its worktrees in this copy, so the
-    links in both directions (worktree .git file, campaign .git/worktrees/*/gitdir) lead here."""
-    import subprocess
-
-    for campaign in _campaigns(target):
-        worktrees = target / WORKTREES_DIR / campaign.name
-        if not (campaign / ".git").is_dir() or not worktrees.is_dir():
-            continue
-        paths = [str(p) for p in sorted(worktrees.iterdir()) if (p / ".git").is_file()]
-        if paths:
-            subprocess.run(["git", "-C", str(campaign), "worktree", "repair", *paths], capture_output=True, timeout=60)

@@ -1,14 +1,19 @@
 """Git facts about an episode worktree, read with short-lived GitPython ``Repo`` objects.
 
 A ``Repo`` holds file handles and caches; the console keeps running for hours, so each
-refresh opens one, asks its questions and closes it again.
+refresh opens one, asks its questions and closes it again. Repositories are opened only
+through ``git_repo.open_repo``: nothing the repository's config names ever runs, and no
+question here writes to it (``.git/index`` included).
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import msgspec
+
+from .git_repo import open_repo, read_errors
 
 PROBE_MARKERS = (
     "atrex_timeline.cuh",
@@ -38,21 +43,18 @@ class GitFacts(msgspec.Struct, frozen=True):
     candidate_descends_from_base: bool | None = None
     error: str | None = None
 
-    def to_json(self) -> dict:
-        return {name: getattr(self, name) for name in self.__struct_fields__}
-
 
 def file_sha256(path: Path) -> str | None:
-    import hashlib  # here, not at the top: a status answered from the git-facts cache never loads OpenSSL
-
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError:
         return None
 
 
 def _porcelain(repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all")
+    # Submodules are not entered: each is a repository of its own, with its own config.
+    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all")
     dirty, untracked = [], []
     entries = out.split("\0")
     i = 0
@@ -81,11 +83,7 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
         kernel_text = None
     kernel_probe = has_probe_marker(kernel_text) if kernel_text is not None else None
     try:
-        import git
-    except ImportError as exc:  # pragma: no cover - gitpython is a hard dependency
-        return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe, error=str(exc))
-    try:
-        with git.Repo(worktree) as repo:
+        with open_repo(worktree) as repo:
             try:
                 head = repo.head.commit.hexsha
             except ValueError:
@@ -106,18 +104,16 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
             if candidate_commit:
                 facts.update(_candidate_facts(repo, head, base_commit, candidate_commit))
             return GitFacts(**facts)
-    except (git.GitError, OSError, ValueError) as exc:
+    except (*read_errors(), OSError) as exc:
         message = " ".join(str(exc).split())[:300]
         return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe, error=message)
 
 
 def _candidate_facts(repo, head: str | None, base: str | None, candidate: str) -> dict:
-    import git
-
     facts: dict = {}
     try:
         commit = repo.commit(candidate)
-    except (git.GitError, ValueError):
+    except read_errors():
         return {"error": f"candidate commit {candidate[:12]} not found"}
     facts["candidate_is_head"] = head == commit.hexsha
     try:
@@ -128,8 +124,8 @@ def _candidate_facts(repo, head: str | None, base: str | None, candidate: str) -
     if base:
         try:
             facts["candidate_descends_from_base"] = repo.is_ancestor(base, commit.hexsha)
-            changed = repo.git.diff("--name-only", base, commit.hexsha)
+            changed = repo.git.diff("--no-ext-diff", "--no-textconv", "--name-only", base, commit.hexsha, "--")
             facts["candidate_changes"] = tuple(sorted(p for p in changed.splitlines() if p))
-        except (git.GitError, ValueError):
+        except read_errors():
             facts["candidate_descends_from_base"] = None
     return facts

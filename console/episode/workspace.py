@@ -5,9 +5,7 @@ git common directory (what ``git rev-parse --git-common-dir`` prints) leads back
 campaign's ``.git``; from a campaign, episode worktrees live under
 ``<parent>/.atrex_long_horizon_worktrees/<campaign>/``.
 
-The repository is found from the files git itself reads (``.git``, its ``gitdir:`` line,
-``commondir``) rather than by running git: starting a git process costs more than the rest
-of a ``status`` whose git facts are cached.
+The repository is found with GitPython, through ``git_repo`` like every other git use.
 """
 
 from __future__ import annotations
@@ -18,6 +16,8 @@ from pathlib import Path
 import msgspec
 
 from console.formats import jsonio
+
+from .git_repo import find_repo
 
 WORKTREES_DIR = ".atrex_long_horizon_worktrees"
 RUNTIME_DIR = ".atrex_long_horizon"
@@ -55,42 +55,6 @@ def user_cache_dir(name: str) -> Path:
     return Path(base) / "episcope" / name
 
 
-def git_dir(top: Path) -> Path | None:
-    """The git directory of the work tree ``top``: its ``.git`` directory, or where its
-    ``.git`` file points (an episode worktree); None when ``top`` has neither."""
-    dotgit = top / ".git"
-    if dotgit.is_dir():
-        return dotgit if (dotgit / "HEAD").is_file() else None
-    try:
-        text = dotgit.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    gitdir = (top / text[len("gitdir:"):].strip()).resolve()
-    return gitdir if (gitdir / "HEAD").is_file() else None
-
-
-def common_dir(gitdir: Path) -> Path:
-    """The repository's shared git directory (a worktree's ``commondir`` names it)."""
-    try:
-        shared = (gitdir / "commondir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return gitdir
-    return (gitdir / shared).resolve()
-
-
-def _git_paths(path: Path) -> tuple[Path, Path] | None:
-    """(common git dir, top level) of the repository holding ``path`` (resolved), or None."""
-    for top in (path, *path.parents):
-        gitdir = git_dir(top)
-        if gitdir is not None:
-            return common_dir(gitdir), top
-        if (top / ".git").is_file():
-            return None  # a worktree whose repository is gone: git stops here too
-    return None
-
-
 def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
     base = campaign_root.parent / WORKTREES_DIR / campaign_root.name
     try:
@@ -125,13 +89,13 @@ def resolve_workspace(path: str | os.PathLike | None = None) -> Workspace:
     start = start.resolve()
     if start.is_file():
         start = start.parent
-    paths = _git_paths(start)
+    paths = find_repo(start)
     if paths is None:
         # Not a git repo: still show what the files say (an archive copy, a fixture).
         if (start / RUNTIME_DIR).is_dir() or (start / "memory").is_dir() or (start / "kernel.py").exists():
             return Workspace(start, None, ())
         raise WorkspaceError(f"{start}: not an episode workspace (no git repo, no {RUNTIME_DIR}/, no memory/)")
-    common, top = paths
+    top, common = paths.top, paths.common_dir
     campaign_root = common.parent if common.name == ".git" else top
     worktrees = list_worktrees(campaign_root)
     if top != campaign_root:

@@ -1,0 +1,270 @@
+"""The one way episcope runs git: on a repository it does not trust, reading only.
+
+Every repository episcope looks at was written by an agent or came in an archive, and git
+runs commands a repository's own config names: ``core.fsmonitor`` on every ``status``, the
+clean filter of any driver ``.gitattributes`` assigns, hooks, pagers, external diffs,
+textconv, lazy fetches from a promisor remote. So every git process episcope starts, by
+hand or through GitPython, gets the environment built here:
+
+- config given on the command line (``GIT_CONFIG_COUNT``/``KEY``/``VALUE``, which wins over
+  every config file) turns off the fsmonitor, hooks (``core.hooksPath=/dev/null``), the
+  untracked cache, signatures, every transport, and the commands of each filter and diff
+  driver the repository's config defines (their names come from ``git config --list``
+  of that repository, read before anything else runs);
+- ``GIT_OPTIONAL_LOCKS=0`` so reading commands never refresh ``.git/index``;
+- no system or user config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``): what
+  episcope reports depends on the repository only. A repository owned by another user is
+  therefore refused by git's own ownership check (no ``safe.directory`` is given);
+- pager, editor and prompts off; ``GIT_DIR``/``GIT_WORK_TREE`` set to the repository found,
+  so a ``core.worktree`` line cannot point git at another directory.
+
+Only :func:`new_repo` (``episcope init`` making a fresh repository from bundled files) keeps
+the user's own config, for their commit identity; the repository-side settings still apply.
+
+The module needs only the standard library at import: ``tools/abba.py`` runs git through
+:func:`run_git` on the GPU machine, where GitPython is not installed. GitPython is imported
+by :func:`open_repo` when a repository is opened.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import git
+
+GIT_TIMEOUT_SECONDS = 60
+
+# (key, value) given to every git process as command-line config.
+SAFE_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),  # else git runs the named command (or starts a daemon) on status
+    ("core.hooksPath", os.devnull),  # no hook can exist there
+    ("core.untrackedCache", "false"),
+    ("core.pager", "cat"),
+    ("diff.external", ""),
+    ("log.showSignature", "false"),
+    ("gpg.program", "false"),  # a %G? format (export-subst in git archive) would run it
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("protocol.allow", "never"),  # no transport at all, so no lazy fetch from a promisor remote
+    ("submodule.recurse", "false"),
+)
+
+# Driver settings that name a command; each driver the repository defines gets them emptied.
+DRIVER_COMMANDS = {
+    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
+    "diff": (("textconv", ""), ("command", "")),
+    "merge": (("driver", ""),),
+}
+
+SAFE_ENVIRONMENT = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+    "GIT_EDITOR": ":",
+    "GIT_ASKPASS": "",
+    "SSH_ASKPASS": "",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_NO_LAZY_FETCH": "1",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_EXTERNAL_DIFF": "",
+}
+
+
+class GitUnavailable(Exception):
+    """git cannot read this repository (message is one line)."""
+
+
+class RepoPaths(NamedTuple):
+    top: Path  # the work tree: the directory holding ``.git``
+    git_dir: Path  # its git directory (a linked worktree's own, under the common one)
+    common_dir: Path  # the repository's shared git directory
+
+
+def _config_env(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+def _one_line(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return " ".join(text.split())[:300]
+
+
+def _driver_overrides(listed: bytes) -> list[tuple[str, str]]:
+    """Emptied commands for every filter/diff/merge driver named in ``git config --list -z``."""
+    overrides: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for entry in listed.split(b"\0"):
+        key = entry.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+        section, dot, rest = key.partition(".")
+        name, dot2, _ = rest.rpartition(".")
+        section = section.lower()
+        if not (dot and dot2) or section not in DRIVER_COMMANDS or (section, name) in seen:
+            continue
+        seen.add((section, name))
+        overrides.extend((f"{section}.{name}.{var}", value) for var, value in DRIVER_COMMANDS[section])
+    return overrides
+
+
+def safe_environment(cwd: str | os.PathLike, *, user_config: bool = False) -> dict[str, str]:
+    """The variables every git process on the repository at ``cwd`` runs with.
+
+    Runs ``git config --list`` there first (config is read, nothing runs) to learn which
+    drivers to turn off; a config git cannot read (malformed, a FIFO, an endless include)
+    raises GitUnavailable before anything else touches the repository.
+    """
+    env = {**SAFE_ENVIRONMENT, **_config_env(list(SAFE_CONFIG))}
+    if user_config:
+        del env["GIT_CONFIG_NOSYSTEM"], env["GIT_CONFIG_GLOBAL"]
+    try:
+        listed = subprocess.run(["git", "config", "--list", "-z"], cwd=cwd, env={**os.environ, **env},
+                                stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS)
+    except FileNotFoundError:
+        raise GitUnavailable("git is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s") from None
+    except OSError as exc:
+        raise GitUnavailable(_one_line(str(exc))) from None
+    if listed.returncode != 0:
+        raise GitUnavailable(f"git config: {_one_line(listed.stderr)}")
+    env.update(_config_env([*SAFE_CONFIG, *_driver_overrides(listed.stdout)]))
+    return env
+
+
+def run_git(cwd: str | os.PathLike, *argv: str, env: dict[str, str] | None = None,
+            timeout: float = GIT_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[bytes]:
+    """``git argv`` in ``cwd`` with the safe environment (``safe_environment(cwd)`` unless
+    given); the caller reads returncode, stdout and stderr (bytes)."""
+    env = safe_environment(cwd) if env is None else env
+    try:
+        return subprocess.run(["git", *argv], cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise GitUnavailable(f"git {argv[0]} did not finish in {timeout:g} s") from None
+    except OSError as exc:
+        raise GitUnavailable(_one_line(str(exc))) from None
+
+
+def find_repo(path: str | os.PathLike) -> RepoPaths | None:
+    """The repository whose work tree holds ``path`` (walking up as git does), or None.
+
+    Stops at a ``.git`` entry that is not a repository, as git does."""
+    from git.exc import GitError
+    from git.repo.fun import find_submodule_git_dir
+
+    start = Path(path).resolve()
+    for top in (start, *start.parents):
+        dotgit = top / ".git"
+        try:
+            found = find_submodule_git_dir(dotgit)
+        except (GitError, OSError):
+            found = None
+        if found is not None:
+            try:
+                with open_repo(top) as repo:
+                    return RepoPaths(top, Path(repo.git_dir).resolve(), Path(repo.common_dir).resolve())
+            except GitUnavailable:
+                return None
+        if os.path.lexists(dotgit):
+            return None
+    return None
+
+
+def git_dir_of(top: str | os.PathLike) -> Path | None:
+    """The git directory of the work tree ``top`` (its ``.git`` directory, or where its
+    ``.git`` file points), read by GitPython without opening the repository."""
+    from git.exc import GitError
+    from git.repo.fun import find_submodule_git_dir
+
+    try:
+        found = find_submodule_git_dir(Path(top) / ".git")
+    except (GitError, OSError):
+        return None
+    return None if found is None else Path(found)
+
+
+def head_stamp(top: str | os.PathLike) -> tuple | None:
+    """(inode, size, mtime) of the work tree's ``HEAD`` and index: what moves when a commit,
+    checkout or ``git add`` happens there. None when ``top`` has no repository."""
+    gitdir = git_dir_of(top)
+    if gitdir is None:
+        return None
+    stamps = []
+    for name in ("HEAD", "index"):
+        try:
+            st = os.stat(gitdir / name)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(stamps)
+
+
+@contextmanager
+def open_repo(top: str | os.PathLike) -> Iterator[git.Repo]:
+    """A GitPython ``Repo`` of the work tree ``top`` whose every git process runs with the
+    safe environment; closed (its persistent ``cat-file`` processes ended) on exit.
+
+    Raises GitUnavailable when the repository cannot be read."""
+    top = Path(top)
+    env = safe_environment(top)
+    try:
+        import git
+    except ImportError as exc:  # GitPython is a dependency of the console; a broken install says so
+        raise GitUnavailable(_one_line(str(exc))) from None
+    try:
+        repo = git.Repo(top)
+    except (git.GitError, OSError, ValueError) as exc:
+        raise GitUnavailable(f"not a git repository: {_one_line(str(exc))}") from None
+    with repo:
+        repo.git.update_environment(**env, GIT_DIR=os.fspath(repo.git_dir), GIT_WORK_TREE=os.fspath(top))
+        yield repo
+
+
+@contextmanager
+def new_repo(top: str | os.PathLike) -> Iterator[git.Repo]:
+    """``git init`` of a fresh repository at ``top`` for episcope's own files; the user's
+    config stays in effect (their commit identity), the repository-side settings apply."""
+    import git
+
+    top = Path(top)
+    top.mkdir(parents=True, exist_ok=True)
+    env = safe_environment(top, user_config=True)
+    try:
+        repo = git.Repo.init(top, env={**os.environ, **env})
+    except (git.GitError, OSError) as exc:
+        raise GitUnavailable(f"git init: {_one_line(str(exc))}") from None
+    with repo:
+        repo.git.update_environment(**env, GIT_DIR=os.fspath(repo.git_dir), GIT_WORK_TREE=os.fspath(top))
+        yield repo
+
+
+def read_errors() -> tuple[type[Exception], ...]:
+    """What GitPython raises when a repository lacks what was asked (a missing object or
+    ref, no commit yet, a broken ref), besides GitUnavailable."""
+    from git.exc import GitError, ODBError
+
+    return (GitUnavailable, GitError, ODBError, ValueError, TypeError, KeyError)
+
+
+def head_commit(top: str | os.PathLike) -> str | None:
+    """The commit the work tree ``top`` has checked out, or None (no repository, no commit)."""
+    try:
+        with open_repo(top) as repo:
+            return repo.head.commit.hexsha
+    except read_errors():
+        return None
