@@ -75,7 +75,7 @@ def test_records_are_readable_and_agree(campaign):
     assert journal.ok and [e.decision for e in journal.value.experiments] == ["continue", "revert"]
     v0 = read_memory_version(campaign / "memory" / "v0.json").value
     v1 = read_memory_version(campaign / "memory" / "v1.json").value
-    assert v1.raw["performance"]["latency_us_geomean"] < v0.raw["performance"]["latency_us_geomean"] / 20
+    assert v1.performance.latency_us_geomean < v0.performance.latency_us_geomean / 20
     state = read_state(campaign / ".atrex_long_horizon" / "state.json")
     attempt = read_attempt(campaign / ".atrex_long_horizon" / "episodes" / "e0001" / "attempt.json")
     assert state.ok and attempt.ok and attempt.value.verification.gate == "PASS"
