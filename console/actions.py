@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.formats.job_record import MAX_SANDBOX_JOBS
 from console.kit import kit_path
 
 SANDBOX_SCRIPT = kit_path("tools") / "sandbox.py"
@@ -30,7 +31,6 @@ EVALUATOR = ("python", "test_kernel.py")
 TIMELINE_BASELINE_SOURCE = "clean_kernel.py"
 TIMELINE_BENCH = "bench.py"
 TIMELINE_MEASURE_FLAGS = ("--min-blocks", "3", "--max-blocks", "10", "--ci-width", "1.0", "--target-percent", "10")
-MAX_JOBS = 4
 EXIT_GRACE_SECONDS = 3.0
 
 
@@ -154,8 +154,8 @@ class JobLauncher:
         if not Path(self.sandbox).is_file():
             raise ActionRefused(f"sandbox not found: {self.sandbox}")
         in_flight = max(busy, len(self.running()))
-        if in_flight >= MAX_JOBS:
-            raise ActionRefused(f"{in_flight} jobs already running (limit {MAX_JOBS}); wait or cancel one")
+        if in_flight >= MAX_SANDBOX_JOBS:
+            raise ActionRefused(f"{in_flight} jobs already running (limit {MAX_SANDBOX_JOBS}); wait or cancel one")
         argv = self.argv_for(name, episode=episode, kernel=kernel, **commits)
         output = subprocess.DEVNULL
         if self.log_dir is not None:
@@ -215,9 +215,14 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def campaign_head(campaign_root: str | os.PathLike) -> str | None:
     """The commit the campaign's checkout is at (the incumbent when no base commit is known)."""
-    from console.episode.git_repo import head_commit
-
-    return head_commit(campaign_root)
+    try:
+        out = subprocess.run(["git", "-C", str(campaign_root), "rev-parse", "--verify", "HEAD^{commit}"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 def cancel(workspace: str, job_id: str):

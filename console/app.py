@@ -23,9 +23,18 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input
 
-from console.actions import (ACTIONS, ACTIONS_BY_NAME, MAX_JOBS, TIMELINE_BASELINE_SOURCE, TIMELINE_BENCH, ActionRefused,
-                             JobLauncher, campaign_head, cancel)
+from console.actions import (
+    ACTIONS,
+    ACTIONS_BY_NAME,
+    TIMELINE_BASELINE_SOURCE,
+    TIMELINE_BENCH,
+    ActionRefused,
+    JobLauncher,
+    campaign_head,
+    cancel,
+)
 from console.episode.state import EpisodeState
+from console.formats.job_record import MAX_SANDBOX_JOBS
 from console.screens.dashboard import DashboardScreen
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
@@ -273,8 +282,8 @@ class EpiscopeApp(App):
                 return "select a queued or running job"
             return None
         action = ACTIONS_BY_NAME[name]
-        if self.busy_jobs() >= MAX_JOBS:
-            return f"{MAX_JOBS}/{MAX_JOBS} jobs running"
+        if self.busy_jobs() >= MAX_SANDBOX_JOBS:
+            return f"{MAX_SANDBOX_JOBS}/{MAX_SANDBOX_JOBS} jobs running"
         if action.needs_kernel and not self.selected_kernel():
             return "select a kernel in the funnel"
         if name == "abba_compare":

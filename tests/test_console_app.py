@@ -8,17 +8,17 @@ import time
 from pathlib import Path
 
 import pytest
-from msgspec.structs import replace
-
-from console.actions import ACTIONS, MAX_JOBS, ActionRefused, JobLauncher, sandbox_flags
-from console.app import EpiscopeApp
-from console.episode.session import Session
-from console.formats.job_record import job_record_from_obj, read_job_record
-from console.jobs.local import group_members
-from console.jobs.request import parse_request
 from console_fixture import build_episode
+from msgspec.structs import replace
 from spine_helpers import git, tele, write_lines
 from textual.widgets import DataTable, Input, Log, Static
+
+from console.actions import ACTIONS, ActionRefused, JobLauncher, sandbox_flags
+from console.app import EpiscopeApp
+from console.episode.session import Session
+from console.formats.job_record import MAX_SANDBOX_JOBS, job_record_from_obj, read_job_record
+from console.jobs.local import group_members
+from console.jobs.request import parse_request
 from widgets.abba_stats import AbbaStats
 from widgets.gpu_pane import GpuPane
 from widgets.header import EpisodeHeader
@@ -195,7 +195,7 @@ async def test_four_job_limit_is_visible_and_enforced(episode, tmp_path):
     app = make_app(busy, tmp_path, launcher=launcher)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        assert f"{MAX_JOBS}/{MAX_JOBS}" in texts(app.query_one(EpisodeHeader))
+        assert f"{MAX_SANDBOX_JOBS}/{MAX_SANDBOX_JOBS}" in texts(app.query_one(EpisodeHeader))
         assert app.why_blocked("benchmark_run") == "4/4 jobs running"
         await pilot.press("b")
         assert launcher.launched == []

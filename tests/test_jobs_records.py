@@ -100,11 +100,12 @@ def test_run_job_in_a_thread_streams_output_and_cancels_by_record(tmp_path):
 
 
 def test_run_job_cancel_event_while_queued(tmp_path):
-    from console.jobs.slots import SLOT_COUNT, try_acquire
+    from console.formats.job_record import MAX_SANDBOX_JOBS
+    from console.jobs.slots import try_acquire
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    held = [try_acquire(ws) for _ in range(SLOT_COUNT)]
+    held = [try_acquire(ws) for _ in range(MAX_SANDBOX_JOBS)]
     assert all(held) and try_acquire(ws) is None
     cancel = threading.Event()
     timer = threading.Timer(0.5, cancel.set)

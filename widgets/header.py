@@ -7,9 +7,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
 
-from console.episode.guards import MAX_SANDBOX_JOBS
 from console.episode.state import EpisodeState
 from console.episode.summary import episode_facts
+from console.formats.job_record import MAX_SANDBOX_JOBS
 
 from .common import NA, dig, fmt, get, number, short_sha
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.text import Text
 from textual.widgets import DataTable, Log
 
-from console.episode.guards import MAX_SANDBOX_JOBS
 from console.episode.state import EpisodeState
+from console.formats.job_record import MAX_SANDBOX_JOBS
 
 from .common import NA, fmt, get, seconds, sync_table
 from .pane import Pane

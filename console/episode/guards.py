@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 
+from console.formats.job_record import MAX_SANDBOX_JOBS
+
 from .state import Alert, EpisodeState
 
-MAX_SANDBOX_JOBS = 4
 DEFAULT_OVERHEAD_TARGET = 10.0
 
 PROTECTED_FILES = frozenset(

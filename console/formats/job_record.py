@@ -21,6 +21,9 @@ JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_ou
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 SANDBOX_DIR = Path(".atrex_long_horizon") / "sandbox"
 RECORD_NAME = "job.json"
+# At most four jobs of one workspace run at once (FORMATS §8): the sandbox's slots, the
+# console's refusal and the concurrency guard all count against this one number.
+MAX_SANDBOX_JOBS = 4
 
 
 class JobRecord(NamedTuple):

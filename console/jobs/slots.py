@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from console.formats.job_record import SANDBOX_DIR
+from console.formats.job_record import MAX_SANDBOX_JOBS, SANDBOX_DIR
 
-SLOT_COUNT = 4
 POLL_SECONDS = 0.2
 
 
@@ -45,7 +44,7 @@ class Slot:
 def try_acquire(workspace: str | os.PathLike) -> Slot | None:
     directory = slot_dir(workspace)
     directory.mkdir(parents=True, exist_ok=True)
-    for index in range(SLOT_COUNT):
+    for index in range(MAX_SANDBOX_JOBS):
         # O_CLOEXEC (Python's default) keeps the lock out of the job's own processes, which
         # would otherwise hold the slot after the sandbox let go of it.
         fd = os.open(directory / f"slot-{index}.lock", os.O_RDWR | os.O_CREAT, 0o644)
