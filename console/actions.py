@@ -215,14 +215,9 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def campaign_head(campaign_root: str | os.PathLike) -> str | None:
     """The commit the campaign's checkout is at (the incumbent when no base commit is known)."""
-    try:
-        out = subprocess.run(["git", "-C", str(campaign_root), "rev-parse", "--verify", "HEAD^{commit}"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
+    from console.episode.git_repo import head_commit
+
+    return head_commit(campaign_root)
 
 
 def cancel(workspace: str, job_id: str):
