@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,7 +20,8 @@ sys.path.insert(0, str(REPO / "tools"))
 import evaluate  # noqa: E402
 from problem_contract import Case, ProblemError, load_contract, select_cases  # noqa: E402
 
-PROBLEM = REPO / "examples" / "problems" / "row_softmax"
+PROBLEMS = REPO / "examples" / "problems"
+PROBLEM = PROBLEMS / "row_softmax"
 PREFIX = "[test_kernel] RESULT_JSON="
 
 
@@ -35,8 +38,10 @@ def test_definition_layout_gives_uuids_and_definition_axis_order():
     contract = load_contract(PROBLEM)
     assert contract.layout == "definition"
     assert [(c.axes["rows"], c.axes["cols"]) for c in contract.cases] == [
-        (4096, 1024), (8192, 2048), (2048, 8192), (16384, 512), (1024, 32768)
+        (4096, 1024), (8192, 2048), (2048, 8192), (16384, 512), (1024, 32768),
+        (4099, 1000), (1000, 777), (257, 10001), (1, 4099), (3001, 1),
     ]
+    assert contract.tolerance == {"atol": 1e-12, "rtol": 1e-4}
     first = contract.cases[0]
     assert first.shape_id == "4923a465-819c-5029-b058-8d37b554d4c9"
     assert first.label == "sid=0 rows=4096 cols=1024"
@@ -72,8 +77,8 @@ def test_select_by_index_id_and_comma_lists():
     chosen = select_cases(cases, ["3", "4923a465-819c-5029-b058-8d37b554d4c9,4", "3"])
     assert [c.index for c in chosen] == [3, 0, 4]
     assert select_cases(cases, []) == cases
-    with pytest.raises(ProblemError, match="unknown shape '9'"):
-        select_cases(cases, ["9"])
+    with pytest.raises(ProblemError, match="unknown shape '19'"):
+        select_cases(cases, ["19"])
 
 
 def test_result_aggregates_only_complete_measurements():
@@ -176,3 +181,105 @@ def test_worker_dies_with_a_killed_evaluator(tmp_path):
             return
         time.sleep(0.05)
     pytest.fail("the worker outlived its SIGKILLed evaluator")
+
+
+def load_file(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("problem", sorted(p.name for p in PROBLEMS.iterdir() if (p / "definition.json").is_file()))
+def test_every_bundled_problem_has_tails_and_its_own_tolerance(problem):
+    contract = load_contract(PROBLEMS / problem)
+    sizes = [tuple(int(v) for v in c.axes.values()) for c in contract.cases]
+    assert any(rows == 1 for rows, _ in sizes) and any(cols == 1 for _, cols in sizes)
+    assert any(rows % 2 and cols % 2 and cols > 512 for rows, cols in sizes)
+    # a tail past every common vector, warp, block and tile width
+    assert any(all(cols % w for w in (32, 128, 512)) and cols > 512 for _, cols in sizes)
+    assert contract.tolerance is not None and contract.tolerance["rtol"] <= 1e-3
+    assert len({c.shape_id for c in contract.cases}) == len(contract.cases)
+
+
+def test_problem_tolerance_is_the_default_and_the_command_line_wins(tmp_path):
+    args = evaluate.build_parser().parse_args([])
+    assert evaluate.resolve_tolerance(args, None) == (1e-2, 0.05)
+    assert evaluate.resolve_tolerance(args, {"rtol": 1e-4}) == (1e-2, 1e-4)
+    args = evaluate.build_parser().parse_args(["--atol", "0.5"])
+    assert evaluate.resolve_tolerance(args, {"atol": 1e-12, "rtol": 1e-4}) == (0.5, 1e-4)
+    ws = copy_problem(tmp_path)
+    definition = json.loads((ws / "definition.json").read_text())
+    for bad in ({"atol": "1e-3"}, {"rtol": -1}, {"ulp": 2}, [1e-3], {"atol": True}):
+        (ws / "definition.json").write_text(json.dumps({**definition, "tolerance": bad}))
+        with pytest.raises(ProblemError, match="definition.json: .*tolerance"):
+            load_contract(ws)
+    code, result, _ = run_evaluator(ws, "--shape-id", "0")
+    assert code == 1 and "tolerance" in result["failures"][0] and result["atol"] == 1e-2
+
+
+def softmax32(x, shift=True):
+    m = x.max(axis=-1, keepdims=True) if shift else numpy.float32(0)
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        e = numpy.exp(x - m)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_row_softmax_inputs_make_every_broken_output_fail():
+    """The bundled inputs, built with numpy: a float32 softmax passes, the usual mistakes do not."""
+    inputs = load_file(PROBLEM / "input.py", "_rs_input")
+    reference = load_file(PROBLEM / "reference.py", "_rs_reference")
+    atol, rtol = load_contract(PROBLEM).tolerance.values()
+
+    def verdict(y, x):
+        _, _, bad, _ = evaluate.compare((y,), (reference.reference(x),), atol, rtol)
+        return bad, reference.check(y, x)
+
+    for rows, cols in ((1, 4099), (3001, 1), (7, 1000), (5, 777)):
+        x = inputs.make_logits(numpy, rows, cols, seed=1)
+        assert x.dtype == numpy.float32 and x.shape == (rows, cols)
+        assert verdict(softmax32(x), x) == (0, None)
+        assert verdict(softmax32(x, shift=False), x)[0] > 0, (rows, cols)  # overflow on row 0 at least
+    x = inputs.make_logits(numpy, 64, 1000, seed=2)
+    y = softmax32(x)
+    assert float(y.min()) > 1e-6  # every element is far above atol: each one is checked
+    one_hot = numpy.zeros_like(y)
+    one_hot[numpy.arange(64), y.argmax(axis=-1)] = 1
+    bad, reason = verdict(one_hot, x)
+    assert bad > 60 * 999 and reason is None  # a distribution, but not the softmax
+    tail = numpy.full_like(y, numpy.nan)
+    tail[:, :992] = softmax32(x[:, :992])  # the last partial warp of each row never written
+    assert verdict(tail, x)[0] >= 64 * 8
+    short_sum = y.copy()
+    short_sum[:, -3:] = 0  # three elements dropped from the sum and the output
+    short_sum *= numpy.float32(1.0) / short_sum.sum(axis=-1, keepdims=True)
+    assert verdict(short_sum, x)[0] > 0
+    assert "sums to" in reference.check(y * numpy.float32(1.001), x)
+    assert reference.check(numpy.where(y > y.mean(), y, -y), x) == "output has negative values"
+
+
+def test_bitwise_equal_sees_nans_and_single_bits():
+    a = numpy.array([[1.0, numpy.nan]], dtype=numpy.float32)
+    assert evaluate.bitwise_equal((a,), (a.copy(),))
+    b = a.copy()
+    b.view(numpy.uint32)[0, 0] ^= 1
+    assert not evaluate.bitwise_equal((a,), (b,))
+    assert not evaluate.bitwise_equal((a,), (a.astype(numpy.float64),))
+    assert not evaluate.bitwise_equal((a,), (a, a))
+
+
+def test_rms_norm_inputs_make_a_missing_eps_or_weight_fail():
+    problem = PROBLEMS / "rms_norm"
+    inputs = load_file(problem / "input.py", "_rn_input")
+    reference = load_file(problem / "reference.py", "_rn_reference")
+    atol, rtol = load_contract(problem).tolerance.values()
+    for rows, cols in ((1, 12289), (3001, 1), (9, 777)):
+        x, w = inputs.make_rows_and_weight(numpy, rows, cols, seed=3)
+        ref = reference.reference(x, w)
+        mean_square = (x * x).mean(axis=-1, keepdims=True, dtype=numpy.float32)
+        good = x / numpy.sqrt(mean_square + numpy.float32(1e-6)) * w
+        no_eps = x / numpy.sqrt(mean_square) * w
+        no_weight = x / numpy.sqrt(mean_square + numpy.float32(1e-6))
+        assert evaluate.compare((good,), (ref,), atol, rtol)[2] == 0
+        assert evaluate.compare((no_eps,), (ref,), atol, rtol)[2] >= cols  # row 0 at least
+        assert evaluate.compare((no_weight,), (ref,), atol, rtol)[2] > 0

@@ -16,10 +16,31 @@ asks the kernel for SIGKILL when its parent dies (a sandbox that SIGKILLs our gr
 
 The kernel may be written in anything: inputs are handed over as cupy arrays, outputs are
 taken back through DLPack (``cupy.from_dlpack``), so a torch or triton kernel that returns a
-torch tensor works. Timing uses CUDA events on the current cupy stream (the legacy default
-stream, which torch uses too), after warm-up, with the L2 cache flushed before every timed
-call; a shape's latency is the median of its timed calls in µs. The reference is timed the
-same way to give ``speedup_vs_ref_geomean``.
+torch tensor works.
+
+Correctness: per seed, every output element within ``atol + rtol * |ref|`` (the problem's
+``tolerance`` unless ``--atol``/``--rtol`` say otherwise) and the problem's ``check`` (if
+``reference.py`` has one). Free pooled memory is filled with NaN before each checked call, so
+output elements a kernel never writes cannot inherit right values from an earlier buffer.
+
+Timing uses CUDA events on the current cupy stream (the legacy default stream, which torch
+uses too), after warm-up. Each timed call comes after the L2 flush and a device-wide
+synchronize, behind a 50 µs spin kernel that keeps the GPU busy while the host launches the
+kernel (so the host's launch time is not counted), and ends with a device-wide synchronize; a
+shape's latency is the median of its timed calls in µs. Two things are checked on the way:
+
+- every timed call's output: bit-identical to the checked output of the same inputs, or else
+  held to the same tolerance (a race that shows only under repetition fails the shape);
+  bitwise differences within tolerance are counted and reported;
+- work the events do not see: a few host-synced calls compare host wall time with event time.
+  A kernel that leaves work running on a stream of its own (its result is not ready on the
+  current stream when ``kernel`` returns) makes the host wait past the end event; when the
+  median excess over an empty call passes ``max(20 µs, 10% of the host-synced time)`` the shape
+  fails instead of being timed short. Work on a stream of its own that the kernel waits for
+  before returning is timed, but a non-blocking stream does not wait for the spin kernel: up
+  to its 50 µs, less the host's launch time, can fall before the start event.
+
+The reference is timed the same way (without the checks) to give ``speedup_vs_ref_geomean``.
 
 This process needs only the standard library; the worker needs cupy.
 """
@@ -39,11 +60,24 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from problem_contract import Case, InputBuilder, ProblemError, as_tuple, load_contract, load_module, select_cases  # noqa: E402
+from problem_contract import (  # noqa: E402
+    CHECK_FUNCTION,
+    Case,
+    InputBuilder,
+    ProblemError,
+    as_tuple,
+    load_contract,
+    load_module,
+    select_cases,
+)
 
 EVALUATOR = "episcope.evaluate/1"
 RESULT_PREFIX = "[test_kernel] RESULT_JSON="
 L2_FLUSH_BYTES = 256 << 20  # several times the H100/H200 L2 (50 MB)
+DEFAULT_ATOL, DEFAULT_RTOL = 1e-2, 0.05
+LEAD_NS = 50_000  # spin before each timed call: the host's launch lands while the GPU is busy
+GAP_PROBES = 7  # host-synced calls that look for work outside the timing events
+GAP_LIMIT_US, GAP_LIMIT_FRACTION = 20.0, 0.10
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape-id", action="append", default=[], help="shape index or id (repeatable, comma lists)")
     p.add_argument("--multi-seed", type=int, default=1, metavar="N", help="check correctness on N seeds (default 1)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--atol", type=float, default=1e-2)
-    p.add_argument("--rtol", type=float, default=0.05)
+    p.add_argument("--atol", type=float, default=None, help=f"absolute tolerance (default: the problem's, else {DEFAULT_ATOL:g})")
+    p.add_argument("--rtol", type=float, default=None, help=f"relative tolerance (default: the problem's, else {DEFAULT_RTOL:g})")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls before timing (default 10)")
     p.add_argument("--iters", type=int, default=50, help="timed calls per shape (default 50)")
     p.add_argument("--shape-timeout", type=float, default=120.0, help="seconds one shape may take (default 120)")
@@ -142,7 +176,17 @@ def shape_line(case: Case, outcome: dict) -> str:
         speedup = outcome["ref_latency_us"] / outcome["latency_us"]
         parts.append(f"(reference {outcome['ref_latency_us']:.3f} us, x{speedup:.2f})")
     parts.append(f"max_abs_err={outcome.get('max_abs_err'):.3g}")
+    if outcome.get("nondeterministic_launches"):
+        parts.append(f"(bitwise different on {outcome['nondeterministic_launches']} timed calls, within tolerance)")
     return " ".join(parts)
+
+
+def resolve_tolerance(args: argparse.Namespace, contract_tolerance: dict | None) -> tuple[float, float]:
+    """(atol, rtol): the command line first, then the problem's own, then the defaults."""
+    own = contract_tolerance or {}
+    atol = args.atol if args.atol is not None else own.get("atol", DEFAULT_ATOL)
+    rtol = args.rtol if args.rtol is not None else own.get("rtol", DEFAULT_RTOL)
+    return atol, rtol
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,18 +321,19 @@ def main_parent(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace).resolve()
     eval_id = uuid.uuid4().hex
     extra = {
-        "atol": args.atol, "rtol": args.rtol, "seeds": list(range(args.seed, args.seed + max(1, args.multi_seed))),
-        "warmup": args.warmup, "iters": args.iters,
+        "seeds": list(range(args.seed, args.seed + max(1, args.multi_seed))), "warmup": args.warmup, "iters": args.iters,
     }
     try:
         contract = load_contract(workspace)
         cases = select_cases(contract.cases, args.shape_id)
     except ProblemError as exc:
+        extra["atol"], extra["rtol"] = resolve_tolerance(args, None)
         result = build_result((), {}, eval_id=eval_id, extra=extra)
         result["failures"] = [f"contract: {exc}"]
         print(result_line(result), flush=True)
         return 1
-    extra["layout"] = contract.layout
+    args.atol, args.rtol = resolve_tolerance(args, contract.tolerance)
+    extra["atol"], extra["rtol"], extra["layout"] = args.atol, args.rtol, contract.layout
     outcomes = _run_workers(args, workspace, cases, lambda line: print(line, flush=True))
     result = build_result(cases, outcomes, eval_id=eval_id, extra=extra)
     print(result_line(result), flush=True)
@@ -338,10 +383,23 @@ class _Mismatch(Exception):
     """The kernel's output is not comparable with the reference (wrong count, shape, dtype)."""
 
 
-def _compare(out: tuple, ref: tuple, atol: float, rtol: float) -> tuple[float, float, int, int]:
-    """(max_abs_err, max_rel_err, bad elements, total elements) over all outputs."""
+def _array_module(array):
+    """numpy for numpy arrays (the checks run without a GPU in tests), else cupy."""
+    if type(array).__module__.split(".")[0] == "numpy":
+        import numpy
+
+        return numpy
     import cupy
 
+    return cupy
+
+
+def compare(out: tuple, ref: tuple, atol: float, rtol: float) -> tuple[float, float, int, int]:
+    """(max_abs_err, max_rel_err, bad elements, total elements) over all outputs.
+
+    An element passes when ``|out - ref| <= atol + rtol * |ref|``; a NaN or infinity where the
+    reference is finite never passes.
+    """
     if len(out) != len(ref):
         raise _Mismatch(f"kernel returned {len(out)} output(s), reference {len(ref)}")
     max_abs = max_rel = 0.0
@@ -351,18 +409,59 @@ def _compare(out: tuple, ref: tuple, atol: float, rtol: float) -> tuple[float, f
             raise _Mismatch(f"output {i} shape {tuple(o.shape)} != reference {tuple(r.shape)}")
         if o.dtype != r.dtype:
             raise _Mismatch(f"output {i} dtype {o.dtype} != reference {r.dtype}")
-        o64, r64 = o.astype(cupy.float64), r.astype(cupy.float64)
-        err = cupy.abs(o64 - r64)
-        finite = cupy.isfinite(o64) | ~cupy.isfinite(r64)
-        err = cupy.where(finite, cupy.nan_to_num(err, nan=0.0, posinf=0.0), cupy.inf)
+        xp = _array_module(o)
+        o64, r64 = o.astype(xp.float64), r.astype(xp.float64)
+        err = xp.abs(o64 - r64)
+        finite = xp.isfinite(o64) | ~xp.isfinite(r64)
+        err = xp.where(finite, xp.nan_to_num(err, nan=0.0, posinf=0.0), xp.inf)
         # relative to max(|ref|, atol): values under the absolute tolerance do not dominate it
-        rel = err / cupy.maximum(cupy.abs(r64), atol)
-        bad += int(cupy.count_nonzero(~(err <= atol + rtol * cupy.abs(r64))))
+        rel = err / xp.maximum(xp.abs(r64), max(atol, 1e-300))
+        bad += int(xp.count_nonzero(~(err <= atol + rtol * xp.abs(r64))))
         total += o.size
         if o.size:
             max_abs = max(max_abs, float(err.max()))
             max_rel = max(max_rel, float(rel.max()))
     return max_abs, max_rel, bad, total
+
+
+def bitwise_equal(a: tuple, b: tuple) -> bool:
+    """Same count, shapes, dtypes and bytes (NaNs included, unlike ``==``)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        xp = _array_module(x)
+        if x.size and not bool(xp.array_equal(xp.ascontiguousarray(x).ravel().view(xp.uint8),
+                                              xp.ascontiguousarray(y).ravel().view(xp.uint8))):
+            return False
+    return True
+
+
+def _poison_free_memory(cupy, nbytes: list[int]) -> None:
+    """Hand the next allocations of these sizes NaN-filled blocks of cupy's memory pool.
+
+    Without this, an output buffer is often the block a previous output (or the reference's)
+    just released, so elements a kernel never writes would still hold right values.
+    """
+    cupy.get_default_memory_pool().free_all_blocks()
+    blocks = [cupy.empty(n, dtype=cupy.uint8) for n in nbytes if n]
+    for block in blocks:
+        block.fill(0xFF)  # all-ones bits: NaN in every float format
+    del blocks
+
+
+_LEAD_SOURCE = r"""
+extern "C" __global__ void lead(long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < (unsigned long long)ns);
+}
+"""
+
+
+class _LaunchGap(Exception):
+    """The kernel left work that the timing events do not cover."""
 
 
 class _Timer:
@@ -372,41 +471,96 @@ class _Timer:
         self.cupy = cupy
         self.warmup, self.iters = max(0, warmup), max(1, iters)
         self.flush = cupy.empty(L2_FLUSH_BYTES // 4, dtype=cupy.int32) if flush_l2 else None
+        self.lead = cupy.RawKernel(_LEAD_SOURCE, "lead")
+        self.empty_gap_us = self._median(self._gap_us(lambda: None, ()) for _ in range(GAP_PROBES))
 
-    def median_us(self, fn, inputs: tuple) -> float:
+    @staticmethod
+    def _median(values) -> float:
+        samples = sorted(values)
+        mid = len(samples) // 2
+        return samples[mid] if len(samples) % 2 else (samples[mid - 1] + samples[mid]) / 2
+
+    def _gap_us(self, fn, inputs: tuple) -> tuple[float, float]:
+        """Host wall time minus event time (µs) of one call that starts and ends on an idle device."""
+        cupy = self.cupy
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        fn(*inputs)
+        end.record()
+        cupy.cuda.Device().synchronize()
+        wall = (time.perf_counter() - t0) * 1e6
+        return wall - cupy.cuda.get_elapsed_time(start, end) * 1000.0
+
+    def check_gap(self, fn, inputs: tuple) -> float:
+        """µs of work outside the events beyond an empty call's; raises _LaunchGap past the limit."""
+        walls, excess = [], []
+        for _ in range(GAP_PROBES):
+            t0 = time.perf_counter()
+            excess.append(self._gap_us(fn, inputs) - self.empty_gap_us)
+            walls.append((time.perf_counter() - t0) * 1e6)
+        gap, wall = self._median(excess), self._median(walls)
+        if gap > max(GAP_LIMIT_US, GAP_LIMIT_FRACTION * wall):
+            raise _LaunchGap(
+                f"work outside the timing events: the host waited {gap:.1f} us past the end event "
+                f"(host-synced call {wall:.1f} us); launch on the current stream or synchronize before returning"
+            )
+        return gap
+
+    def median_us(self, fn, inputs: tuple, check=None) -> float:
+        """Median event time of the timed calls; ``check(output, n)`` sees each call's output
+        (outside the timed region) and returns a failure reason or None."""
         cupy = self.cupy
         for _ in range(self.warmup):
             fn(*inputs)
-        cupy.cuda.Device().synchronize()
-        pairs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(self.iters)]
-        for start, end in pairs:
+        samples = []
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        for n in range(self.iters):
             if self.flush is not None:
                 self.flush.fill(0)
+            # idle before the lead: work the kernel puts on a stream of its own must not
+            # overlap the flush (each slows the other many times over)
+            cupy.cuda.Device().synchronize()
+            self.lead((1,), (1,), (cupy.int64(LEAD_NS),))
             start.record()
-            fn(*inputs)
+            output = fn(*inputs)
             end.record()
-        pairs[-1][1].synchronize()
-        samples = sorted(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in pairs)
-        mid = len(samples) // 2
-        return samples[mid] if len(samples) % 2 else (samples[mid - 1] + samples[mid]) / 2
+            cupy.cuda.Device().synchronize()
+            samples.append(cupy.cuda.get_elapsed_time(start, end) * 1000.0)
+            if check is not None:
+                reason = check(output, n)
+                if reason:
+                    raise _Mismatch(reason)
+            del output
+        return self._median(samples)
+
+
+def _finite(value: float) -> float | None:
+    """The value, or None where it is inf/NaN (RESULT_JSON is strict JSON)."""
+    return value if math.isfinite(value) else None
 
 
 def _evaluate_case(case: Case, ctx: dict, args: argparse.Namespace) -> dict:
     sid = case.index
     seeds = range(args.seed, args.seed + max(1, args.multi_seed))
+    cupy = ctx["cupy"]
     max_abs = max_rel = 0.0
-    timing_inputs = None
+    timing = None  # (inputs, reference, checked output) of the first seed
     for seed in seeds:
         stage = "input.py"
         try:
             inputs = ctx["inputs"](case, seed)
             stage = "reference"
             ref = _to_device_arrays(ctx["reference"](*inputs), "reference")
+            _poison_free_memory(cupy, [r.nbytes for r in ref])
             stage = "kernel"
             out = _to_device_arrays(ctx["kernel"](*inputs), "kernel")
-            ctx["cupy"].cuda.Device().synchronize()
+            cupy.cuda.Device().synchronize()
             stage = "comparison"
-            abs_err, rel_err, bad, total = _compare(out, ref, args.atol, args.rtol)
+            abs_err, rel_err, bad, total = compare(out, ref, args.atol, args.rtol)
+            stage = "check"
+            reason = ctx["check"](out[0] if len(out) == 1 else out, *inputs) if ctx["check"] and not bad else None
         except _Mismatch as exc:
             return {"ok": False, "failure": f"sid={sid}: wrong output: {exc}"}
         except Exception as exc:
@@ -417,19 +571,41 @@ def _evaluate_case(case: Case, ctx: dict, args: argparse.Namespace) -> dict:
                 "ok": False,
                 "failure": f"sid={sid}: correctness mismatch (seed={seed}, {bad} of {total} elements outside "
                 f"atol={args.atol:g} rtol={args.rtol:g}, max_abs_err={abs_err:.3g})",
-                "max_abs_err": abs_err, "max_rel_err": rel_err,
+                "max_abs_err": _finite(abs_err), "max_rel_err": _finite(rel_err),
             }
-        if timing_inputs is None:
-            timing_inputs = inputs
+        if reason:
+            return {"ok": False, "failure": f"sid={sid}: check failed (seed={seed}): {reason}",
+                    "max_abs_err": abs_err, "max_rel_err": rel_err}
+        if timing is None:
+            timing = (inputs, ref, out)
         del ref, out
+    inputs, ref, checked = timing
+    differing = []
+
+    def same_as_checked(values, n: int) -> str | None:
+        out = _to_device_arrays(values, "kernel")
+        if bitwise_equal(out, checked):
+            return None
+        differing.append(n)
+        _, _, bad, total = compare(out, ref, args.atol, args.rtol)
+        if bad:
+            return f"timed call {n + 1} of {args.iters}: {bad} of {total} elements outside atol={args.atol:g} rtol={args.rtol:g}"
+        return None
+
     outcome = {"ok": True, "failure": None, "max_abs_err": max_abs, "max_rel_err": max_rel}
     try:
-        outcome["latency_us"] = ctx["timer"].median_us(ctx["kernel"], timing_inputs)
+        outcome["latency_us"] = ctx["timer"].median_us(ctx["kernel"], inputs, same_as_checked)
+        outcome["outside_events_us"] = round(ctx["timer"].check_gap(ctx["kernel"], inputs), 3)
+    except _Mismatch as exc:
+        return {"ok": False, "failure": f"sid={sid}: wrong output: {exc}", "max_abs_err": max_abs, "max_rel_err": max_rel}
+    except _LaunchGap as exc:
+        return {"ok": False, "failure": f"sid={sid}: not timeable: {exc}", "max_abs_err": max_abs, "max_rel_err": max_rel}
     except Exception as exc:
         return {"ok": False, "failure": f"sid={sid}: kernel raised while timed: {_describe(exc)}", "raised": True}
+    outcome["nondeterministic_launches"] = len(differing)
     if not args.no_reference_timing:
         try:
-            outcome["ref_latency_us"] = ctx["timer"].median_us(ctx["reference"], timing_inputs)
+            outcome["ref_latency_us"] = ctx["timer"].median_us(ctx["reference"], inputs)
         except Exception:
             outcome["ref_latency_us"] = None
     return outcome
@@ -465,9 +641,11 @@ def main_worker(args: argparse.Namespace) -> int:
         contract = load_contract(workspace)
         by_index = {c.index: c for c in contract.cases}
         cases = [by_index[int(i)] for i in args.cases.split(",") if i]
-        reference = getattr(load_module(workspace, "reference"), "reference", None)
+        reference_module = load_module(workspace, "reference")
+        reference = getattr(reference_module, "reference", None)
         if not callable(reference):
             raise ProblemError("reference.py defines no reference()")
+        check = getattr(reference_module, CHECK_FUNCTION, None)
     except Exception as exc:
         report.send(event="fatal", error=f"problem could not be loaded: {_describe(exc)}")
         return 2
@@ -475,7 +653,8 @@ def main_worker(args: argparse.Namespace) -> int:
         import cupy
 
         cupy.cuda.Device(args.device).use()
-        ctx = {"cupy": cupy, "reference": reference, "inputs": InputBuilder(workspace, contract)}
+        ctx = {"cupy": cupy, "reference": reference, "check": check if callable(check) else None,
+               "inputs": InputBuilder(workspace, contract)}
         ctx["timer"] = _Timer(args.warmup, args.iters, not args.no_flush_l2)
     except Exception as exc:
         report.send(event="fatal", error=f"GPU set-up failed: {_describe(exc)}")

@@ -17,6 +17,13 @@ Three layouts are understood (FORMATS §1), tried in this order:
 ``input.py`` defines ``make_inputs(axes: dict, seed: int)`` returning a tuple of arrays (a
 single array is accepted too). ``reference.py`` defines ``reference(*inputs)`` and
 ``kernel.py`` defines ``kernel(*inputs)``; each returns one array or a tuple of arrays.
+
+A problem may also state its own correctness rule:
+
+- ``"tolerance": {"atol": .., "rtol": ..}`` in ``definition.json`` or ``agent_problem.json``:
+  the evaluator's defaults when its ``--atol``/``--rtol`` are not given;
+- ``check(output, *inputs)`` in ``reference.py``: an invariant every kernel output must keep
+  (a softmax row sums to 1, say); it returns ``None`` or a one-line reason.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 INPUT_FUNCTION = "make_inputs"
+CHECK_FUNCTION = "check"
 _ID_KEYS = ("id", "uuid", "name")
 
 
@@ -61,6 +69,19 @@ class Contract:
     layout: str  # "definition" | "agent_problem" | "shapes"
     cases: tuple[Case, ...]
     definition: dict | None = None
+    tolerance: dict | None = None  # {"atol": float, "rtol": float} the problem asks for
+
+
+def _tolerance(document, source: str) -> dict | None:
+    value = document.get("tolerance") if isinstance(document, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"atol", "rtol"}:
+        raise ProblemError(f"{source}: 'tolerance' must be an object with 'atol' and/or 'rtol'")
+    for key, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < float("inf"):
+            raise ProblemError(f"{source}: tolerance {key} must be a finite number >= 0")
+    return {key: float(number) for key, number in value.items()}
 
 
 def _read_json(path: Path):
@@ -115,7 +136,7 @@ def load_contract(workspace: str | Path) -> Contract:
             Case(c.index, c.shape_id, {**{k: c.axes[k] for k in order if k in c.axes}, **c.axes})
             for c in _definition_cases(workspace)
         )
-        layout = "definition"
+        layout, tolerance = "definition", _tolerance(definition, "definition.json")
     elif (workspace / "agent_problem.json").is_file():
         problem = _read_json(workspace / "agent_problem.json")
         entries = problem.get("shapes", problem.get("workloads")) if isinstance(problem, dict) else None
@@ -123,13 +144,14 @@ def load_contract(workspace: str | Path) -> Contract:
             raise ProblemError("agent_problem.json: no 'shapes' (or 'workloads') list")
         cases = tuple(_axes_entry(e, i, "agent_problem.json") for i, e in enumerate(entries))
         definition, layout = None, "agent_problem"
+        tolerance = _tolerance(problem, "agent_problem.json")
     elif (workspace / "shapes.json").is_file():
         shapes = _read_json(workspace / "shapes.json")
         entries = shapes.get("shapes") if isinstance(shapes, dict) else shapes
         if not isinstance(entries, list):
             raise ProblemError("shapes.json: expected a list of shapes")
         cases = tuple(_axes_entry(e, i, "shapes.json") for i, e in enumerate(entries))
-        definition, layout = None, "shapes"
+        definition, layout, tolerance = None, "shapes", None
     else:
         raise ProblemError(
             f"{workspace}: no contract (definition.json + workload.jsonl, agent_problem.json or shapes.json)"
@@ -138,7 +160,7 @@ def load_contract(workspace: str | Path) -> Contract:
         raise ProblemError(f"{layout}: the contract lists no shapes")
     if layout != "definition" and not (workspace / "input.py").is_file():
         raise ProblemError(f"{layout} layout needs input.py")
-    return Contract(layout, cases, definition)
+    return Contract(layout, cases, definition, tolerance)
 
 
 def select_cases(cases: tuple[Case, ...], selectors: list[str] | None) -> tuple[Case, ...]:

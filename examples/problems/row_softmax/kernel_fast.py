@@ -8,6 +8,7 @@
   block has at most 256 threads when that fits in 8 registers-worth of float4 per thread.
 - Rows whose length is not a multiple of 4, or longer than 8 * 4 * 1024, take a generic
   path: an online (running max, rescaled sum) pass and a write pass over global memory.
+- Rows shorter than a warp take one thread each: a block per row would be mostly idle.
 """
 
 import cupy
@@ -86,13 +87,26 @@ __global__ void row_softmax_online(const float* __restrict__ x, float* __restric
     const float inv = 1.0f / block_reduce(s, SumOp(), 0.0f, scratch);
     for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __expf(xr[c] - row_max) * inv;
 }
+
+__global__ void row_softmax_short(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const float* xr = x + (long long)row * cols;
+    float* yr = y + (long long)row * cols;
+    float m = NEG_INF;
+    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);
+    float s = 0.0f;
+    for (int c = 0; c < cols; ++c) s += __expf(xr[c] - m);
+    const float inv = 1.0f / s;
+    for (int c = 0; c < cols; ++c) yr[c] = __expf(xr[c] - m) * inv;
+}
 """
 
 _VPTS = (1, 2, 4, 8)
 _module = cupy.RawModule(
     code=_SOURCE,
     options=("-std=c++17",),
-    name_expressions=[f"row_softmax_regs<{v}>" for v in _VPTS] + ["row_softmax_online"],
+    name_expressions=[f"row_softmax_regs<{v}>" for v in _VPTS] + ["row_softmax_online", "row_softmax_short"],
 )
 
 
@@ -113,6 +127,10 @@ def kernel(x):
     x = cupy.ascontiguousarray(x, dtype=cupy.float32)
     rows, cols = x.shape
     y = cupy.empty_like(x)
+    if cols < 32:
+        short = _module.get_function("row_softmax_short")
+        short((-(-rows // 256),), (256,), (x, y, cupy.int32(rows), cupy.int32(cols)))
+        return y
     function, threads = _plan(cols)
     function((rows,), (threads,), (x, y, cupy.int32(cols)))
     return y
