@@ -6,6 +6,7 @@ kernels_omitted) read; a field that is missing or of the wrong type is None, nev
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import msgspec
@@ -37,15 +38,14 @@ class ProfileKernel(msgspec.Struct, frozen=True):
     dram_pct: float | None
     occupancy_pct: float | None
     bound: str | None
-    diagnostics: tuple[dict, ...]
-    metrics: dict
-    raw: dict
+    diagnostics: tuple[dict[str, Any], ...]
+    metrics: dict[str, Any]
 
     @property
     def pattern_ids(self) -> tuple[str, ...]:
         return tuple(str(d.get("id")) for d in self.diagnostics if d.get("id") is not None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "duration_ns": self.duration_ns, "compute_sol_pct": self.compute_sol_pct,
                 "mem_sol_pct": self.mem_sol_pct, "dram_pct": self.dram_pct, "occupancy_pct": self.occupancy_pct,
                 "bound": self.bound, "diagnostics": list(self.diagnostics), "metrics": dict(self.metrics)}
@@ -63,9 +63,8 @@ class GatewayProfile(msgspec.Struct, frozen=True):
     note: str | None
     symptoms: tuple[str, ...]
     localize: tuple[str, ...]
-    raw: dict
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"profiler": self.profiler, "level": self.level, "kernels": [k.to_json() for k in self.kernels],
                 "kernel_count": self.kernel_count, "total_duration_us": self.total_duration_us,
                 "dominant_kernel": self.dominant_kernel, "kernels_omitted": self.kernels_omitted,
@@ -85,9 +84,9 @@ def _kernel(obj: Any, index: int) -> ProfileKernel:
     bound = obj.get("bound") if obj.get("bound") in ("compute", "memory") else None
     diags = tuple(d for d in obj.get("diagnostics") or () if isinstance(d, dict)) if isinstance(
         obj.get("diagnostics"), list) else ()
-    metrics = obj.get("metrics") if isinstance(obj.get("metrics"), dict) else {}
+    metrics = obj["metrics"] if isinstance(obj.get("metrics"), dict) else {}
     return ProfileKernel(name, duration_ns, _num(obj.get("compute_sol_pct")), _num(obj.get("mem_sol_pct")),
-                         _num(obj.get("dram_pct")), _num(obj.get("occupancy_pct")), bound, diags, metrics, obj)
+                         _num(obj.get("dram_pct")), _num(obj.get("occupancy_pct")), bound, diags, metrics)
 
 
 def parse_profile_json(obj: Any) -> GatewayProfile:
@@ -98,13 +97,17 @@ def parse_profile_json(obj: Any) -> GatewayProfile:
     if not isinstance(kernels, list):
         raise FormatError("PROFILE_JSON has no kernels list")
     parsed = tuple(_kernel(k, i) for i, k in enumerate(kernels))
-    strings = lambda key: tuple(s for s in obj.get(key) or () if isinstance(s, str)) if isinstance(obj.get(key), list) else ()
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = obj.get(key)
+        return tuple(s for s in value if isinstance(s, str)) if isinstance(value, list) else ()
+
     return GatewayProfile(
         profiler=_str(obj.get("profiler")), level=_str(obj.get("level")), kernels=parsed,
         kernel_count=_int(obj.get("kernel_count")), total_duration_us=_num(obj.get("total_duration_us")),
         dominant_kernel=_str(obj.get("dominant_kernel")), kernels_omitted=_int(obj.get("kernels_omitted")),
         kernel_sha256=_str(obj.get("kernel_sha256")), note=_str(obj.get("note")),
-        symptoms=strings("symptoms"), localize=strings("localize"), raw=obj,
+        symptoms=strings("symptoms"), localize=strings("localize"),
     )
 
 
@@ -121,5 +124,5 @@ def parse_profile_line(line: bytes | str) -> GatewayProfile:
     return parse_profile_json(obj)
 
 
-def read_gateway_profile(path) -> ReadResult[GatewayProfile]:
+def read_gateway_profile(path: str | os.PathLike[str]) -> ReadResult[GatewayProfile]:
     return read_json_document(path, parse_profile_json)

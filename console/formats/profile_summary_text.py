@@ -8,6 +8,7 @@ funnel writes summary.txt on the GPU machine.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 HEADER = "===== NCU Profile Summary ====="
 DIAGNOSIS = "===== Diagnosis ====="
@@ -15,13 +16,13 @@ QUERIES = "===== Suggested Queries ====="
 NO_PATTERNS = "No significant patterns detected."
 
 
-def _num(v, digits=1, unit=""):
+def _num(v: float | None, digits: int = 1, unit: str = "") -> str:
     if v is None:
         return "n/a"
     return f"{v:,.{digits}f}{unit}"
 
 
-def render(kernel: dict | None, patterns: list[dict], symptoms: list[str], localize: list[str],
+def render(kernel: dict[str, Any] | None, patterns: list[dict[str, Any]], symptoms: list[str], localize: list[str],
            stalls: list[tuple[str, float]], queries: list[str]) -> str:
     """The summary text for one kernel (its PROFILE_JSON entry plus key metrics)."""
     k = kernel or {}
@@ -81,14 +82,14 @@ def _listing(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def parse(text: str) -> dict:
+def parse(text: str) -> dict[str, Any]:
     """Fields of a summary.txt: kernel, duration_us, fields{}, stalls[(reason, value)],
     patterns[(id, severity, label, evidence)], symptoms[], localize[], queries[]."""
-    out: dict = {"kernel": None, "duration_us": None, "fields": {}, "stalls": [], "patterns": [],
+    out: dict[str, Any] = {"kernel": None, "duration_us": None, "fields": {}, "stalls": [], "patterns": [],
                  "symptoms": [], "localize": [], "queries": [], "no_patterns": False}
     section = None
     in_stalls = False
-    current: list | None = None
+    current: list[Any] | None = None
     for raw in text.splitlines():
         line = raw.rstrip()
         if not line.strip():
