@@ -269,15 +269,34 @@ def leftovers():
             os.kill(pid, signal.SIGKILL)
 
 
+def pids_with(marker: str) -> list[int]:
+    """Host pids of spawn_tree.py's live processes that carry ``marker`` in their command line."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            args = cmdline.split(b"\0")
+            ours = len(args) > 2 and (args[1].endswith(b"spawn_tree.py") or b"time.sleep(60)" in args[2])
+            if ours and marker.encode() in args and process_alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
 def tree_pids(path: Path, leftovers: list[int]) -> list[int]:
-    pids = [int(x) for x in wait_for(lambda: path.exists() and path.read_text().split())]
+    """Host pids of the job's running tree (two processes), recorded for the teardown."""
+    wait_for(lambda: path.exists() and path.read_text().split())
+    pids = wait_for(lambda: len(found := pids_with(str(path))) == 2 and found)
     leftovers.extend(pids)
     return pids
 
 
-def assert_all_gone(record, pids):
+def assert_all_gone(record, pids, marker: Path):
     assert record.pgid is not None and group_members(record.pgid) == []
     assert not any(process_alive(pid) for pid in pids)
+    assert pids_with(str(marker)) == []
 
 
 def test_timeout_kills_the_whole_group_even_if_it_ignores_sigterm(ws, tmp_path, leftovers):
@@ -287,7 +306,8 @@ def test_timeout_kills_the_whole_group_even_if_it_ignores_sigterm(ws, tmp_path, 
     assert proc.returncode == 1 and time.monotonic() - start < 20
     record = only_record(ws)
     assert record.state == "timed_out" and "timed out" in record.message
-    assert_all_gone(record, tree_pids(pids_file, leftovers))
+    assert len(pids_file.read_text().split()) == 2  # the tree had started
+    assert_all_gone(record, [], pids_file)
 
 
 @pytest.mark.parametrize("how", ["jobs-cancel", "sigterm", "sigint"])
@@ -312,10 +332,12 @@ def test_cancel_kills_the_whole_group(ws, tmp_path, how, leftovers):
             runner.kill()
     final = only_record(ws)
     assert final.state == "cancelled" and final.finished_at is not None
-    assert_all_gone(final, pids)
+    assert_all_gone(final, pids, pids_file)
 
 
-def test_cancel_after_the_runner_died_kills_the_recorded_group(ws, tmp_path, leftovers):
+def test_a_runner_killed_outright_takes_its_job_with_it_and_the_record_says_lost(ws, tmp_path, leftovers):
+    # The job used to run on, orphaned, with a record saying "running" forever; now the
+    # supervisor sees its starter gone, ends the tree and marks the record lost.
     pids_file = tmp_path / "pids"
     runner = subprocess.Popen(sandbox_argv("--", PY, str(FIXTURES / "spawn_tree.py"), str(pids_file)), cwd=ws,
                               env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -323,13 +345,17 @@ def test_cancel_after_the_runner_died_kills_the_recorded_group(ws, tmp_path, lef
     record = wait_for(lambda: (r := list_job_records(ws)[0]) and r[0].pgid and r[0])
     runner.kill()
     runner.wait()
-    assert group_members(record.pgid)  # orphaned, still running
+    path = ws / ".atrex_long_horizon" / "sandbox" / record.job_id / "job.json"
+    assert read_job_record(path).value.state == "lost"  # at once, from the runner's absence
+    wait_for(lambda: json.loads(path.read_text())["state"] == "lost")  # then written by the supervisor
+    final = read_job_record(path).value
+    assert final.terminal and final.finished_at is not None and "died" in final.message
+    wait_for(lambda: not group_members(final.pgid), 5)  # the supervisor exits once the tree is gone
+    assert_all_gone(final, pids, pids_file)
+    assert not Path(final.raw["stage"]).exists()
     cancel = subprocess.run([PY, "-m", "console.cli", "jobs", "cancel", record.job_id, "--workspace", str(ws)],
                             cwd=REPO, capture_output=True, text=True, timeout=30)
-    assert cancel.returncode == 0, cancel.stderr
-    final = read_job_record(ws / ".atrex_long_horizon" / "sandbox" / record.job_id / "job.json").value
-    assert final.state == "cancelled"
-    assert_all_gone(final, pids)
+    assert cancel.returncode == 1 and "already lost" in cancel.stderr
 
 
 def test_ray_backend_without_ray_is_a_clear_error(ws):

@@ -1,7 +1,8 @@
 """Sandbox job records: ``.atrex_long_horizon/sandbox/<job-id>/job.json``.
 
 The sandbox rewrites this document atomically at every state change (queued, running, and
-one terminal state), so a reader always sees a whole record. The standard library reads it:
+one terminal state), so a reader always sees a whole record. A record read from disk that
+says queued or running while the process that runs the job is gone reads as ``lost``. The standard library reads it:
 the sandbox itself consults records on the GPU machine, where orjson is absent, and a
 workspace holds only a handful of these small documents.
 """
@@ -17,8 +18,9 @@ from .plainjson import read_json_document
 from .problems import FormatError, ReadResult, Unreadable
 
 JOB_SCHEMA = "episcope-sandbox-job/v1"
-JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out")
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "lost")
+# lost: the sandbox process died before it could record an outcome (its processes are ended).
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "timed_out", "lost"})
 SANDBOX_DIR = Path(".atrex_long_horizon") / "sandbox"
 RECORD_NAME = "job.json"
 # At most four jobs of one workspace run at once (FORMATS §8): the sandbox's slots, the
@@ -145,8 +147,33 @@ def job_dir(workspace: str | os.PathLike, job_id: str) -> Path:
     return Path(workspace) / SANDBOX_DIR / job_id
 
 
+def _runner_gone(obj: dict) -> bool:
+    """Whether the process a record names as running its job (pid and start time) is gone."""
+    pid, started = obj.get("sandbox_pid"), obj.get("sandbox_started")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False  # a record that names no runner: nothing to tell
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[:1] in ([b"Z"], [b"X"]):
+        return True
+    return isinstance(started, int) and int(fields[19]) != started  # the pid now names another process
+
+
+def _live_job_record(obj: Any) -> JobRecord:
+    if isinstance(obj, dict) and obj.get("state") in ("queued", "running") and _runner_gone(obj):
+        obj = {**obj, "state": "lost", "message": obj.get("message") or "the sandbox process running the job is gone"}
+    return job_record_from_obj(obj)
+
+
 def read_job_record(path: str | os.PathLike) -> ReadResult[JobRecord]:
-    return read_json_document(path, job_record_from_obj)
+    """The record as it stands now: ``lost`` when it says queued or running but its runner is gone."""
+    return read_json_document(path, _live_job_record)
 
 def list_job_records(workspace: str | os.PathLike) -> tuple[tuple[JobRecord, ...], tuple[Unreadable, ...]]:
     """Every job record of a workspace, newest first, and the records that could not be read."""

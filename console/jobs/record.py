@@ -3,12 +3,16 @@
 The record is rewritten whole (temporary file, then rename) at each change of state, so a
 console polling it never reads half a record. Any backend uses this writer, so local and
 remote jobs look the same to ``episcope jobs`` and the console.
+
+The staged copy the command runs in lies outside the workspace (in the temporary directory),
+so no relative path from it (``../../../../kernel.py``) reaches the workspace.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,12 +20,26 @@ from console.formats.job_record import JOB_SCHEMA, RECORD_NAME, JobRecord, job_d
 from console.formats.plainjson import atomic_write_json
 from console.formats.telemetry_builders import sandbox_category, utc_timestamp
 
+from .local import process_start
 from .request import JobRequest
 
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 CANCEL_REQUEST = "cancel"  # its presence asks whoever runs the job to cancel it
-STAGE_DIR = "stage"
+
+
+class StageUnavailable(OSError):
+    """No staging directory outside the workspace can be made."""
+
+
+def make_stage(workspace: str, job_id: str) -> Path:
+    """A new private (0700) directory for the job's copy, outside ``workspace``."""
+    stage = Path(tempfile.mkdtemp(prefix=f"episcope-stage-{job_id}-")).resolve()
+    root = Path(workspace).resolve()
+    if stage == root or root in stage.parents:
+        os.rmdir(stage)
+        raise StageUnavailable(f"the temporary directory {stage.parent} lies inside the workspace; set TMPDIR elsewhere")
+    return stage
 
 
 def new_job_id() -> str:
@@ -34,6 +52,7 @@ class JobRecordWriter:
     def __init__(self, directory: Path, fields: dict) -> None:
         self.directory = directory
         self.fields = fields
+        self.stage: Path | None = None  # made when the job gets its slot
 
     @classmethod
     def create(cls, request: JobRequest, *, launcher: str) -> "JobRecordWriter":
@@ -62,7 +81,9 @@ class JobRecordWriter:
             "timeout": request.timeout,
             "pid": None,
             "pgid": None,
+            "pid_started": None,  # the supervisor's start time: with pid, names that process only
             "sandbox_pid": os.getpid(),
+            "sandbox_started": process_start(os.getpid()),
             "launcher": launcher,
             "slot": None,
             "operation_id": None,
@@ -70,6 +91,9 @@ class JobRecordWriter:
             "message": None,
             "synced": None,
             "refused": None,
+            "containment": None,  # pidns | cgroup | subreaper: how the job's processes were held
+            "containment_notes": None,  # why a stronger containment was not available
+            "stage": None,
         }
         writer = cls(directory, fields)
         writer.write()
@@ -91,9 +115,10 @@ class JobRecordWriter:
     def stderr_log(self) -> Path:
         return self.directory / STDERR_LOG
 
-    @property
-    def stage(self) -> Path:
-        return self.directory / STAGE_DIR
+    def make_stage(self) -> Path:
+        self.stage = make_stage(self.fields["workspace"], self.job_id)
+        self.update(stage=str(self.stage))
+        return self.stage
 
     def cancel_requested(self) -> bool:
         return (self.directory / CANCEL_REQUEST).exists()

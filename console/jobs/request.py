@@ -56,6 +56,11 @@ class JobRequest:
     top_kernels: int | None = None
     max_input_file_mb: float = 16.0
     max_output_file_mb: float = 8.0
+    max_log_mb: float = 64.0  # per output stream; past it the middle of the log is left out
+
+    @property
+    def max_log_bytes(self) -> int:
+        return int(self.max_log_mb * 1024 * 1024)
 
     @property
     def max_input_bytes(self) -> int:
@@ -128,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--top-kernels", type=int, default=None, metavar="N")
     parser.add_argument("--max-input-file-mb", type=float, default=16.0)
     parser.add_argument("--max-output-file-mb", type=float, default=8.0)
+    parser.add_argument("--max-log-mb", type=float, default=64.0, help="per stream of the job's log")
     parser.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--backend", choices=BACKENDS, default="local")
     parser.add_argument("--dry-run", action="store_true")
@@ -144,9 +150,13 @@ def request_from_args(args: argparse.Namespace, environ: dict | None = None) -> 
         raise RequestError("no command given (sandbox.py [flags] -- COMMAND ...)")
     if not 1 <= args.timeout <= MAX_TIMEOUT:
         raise RequestError(f"--timeout {args.timeout:g} is outside 1..{MAX_TIMEOUT:g} seconds")
-    for flag, value in (("--max-input-file-mb", args.max_input_file_mb), ("--max-output-file-mb", args.max_output_file_mb)):
-        if not value > 0:
-            raise RequestError(f"{flag} must be positive")
+    for flag, value in (
+        ("--max-input-file-mb", args.max_input_file_mb),
+        ("--max-output-file-mb", args.max_output_file_mb),
+        ("--max-log-mb", args.max_log_mb),
+    ):
+        if not 0 < value < float("inf"):
+            raise RequestError(f"{flag} must be a positive number")
     if args.top_kernels is not None and args.top_kernels < 1:
         raise RequestError("--top-kernels must be at least 1")
     if args.no_sync and args.sync:
@@ -202,6 +212,7 @@ def request_from_args(args: argparse.Namespace, environ: dict | None = None) -> 
         top_kernels=args.top_kernels,
         max_input_file_mb=float(args.max_input_file_mb),
         max_output_file_mb=float(args.max_output_file_mb),
+        max_log_mb=float(args.max_log_mb),
     )
 
 

@@ -29,25 +29,37 @@ _MAX_LINE = 16 * 1024 * 1024
 
 
 class ResultScanner:
-    """Keeps the last ``RESULT_JSON`` line of a stdout stream fed to it in chunks."""
+    """Keeps the last ``RESULT_JSON`` line of a stdout stream fed to it in chunks.
+
+    A line longer than ``_MAX_LINE`` is no result line: it is skipped up to its end, without
+    being gathered, so a never-ending line costs neither memory nor repeated copying.
+    """
 
     def __init__(self) -> None:
-        self._partial = b""
+        self._partial: list[bytes] = []
+        self._partial_size = 0
+        self._skipping = False  # inside an overlong line
         self.last_line: str | None = None
 
     def feed(self, chunk: bytes) -> None:
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()
-        if len(self._partial) > _MAX_LINE:
-            self._partial = b""
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
         for line in lines:
-            self._take(line)
+            if self._skipping:
+                self._skipping = False
+            else:
+                self._take(b"".join(self._partial) + line)
+            self._partial, self._partial_size = [], 0
+        if tail and not self._skipping:
+            self._partial.append(tail)
+            self._partial_size += len(tail)
+            if self._partial_size > _MAX_LINE:
+                self._partial, self._partial_size, self._skipping = [], 0, True
 
     def close(self) -> None:
-        if self._partial:
-            self._take(self._partial)
-            self._partial = b""
+        if self._partial and not self._skipping:
+            self._take(b"".join(self._partial))
+        self._partial, self._partial_size, self._skipping = [], 0, False
 
     def _take(self, line: bytes) -> None:
         if line.lstrip().startswith(_PREFIX):
@@ -66,9 +78,12 @@ class ScannerSink:
         self.scanner = ResultScanner()
         self._on_output = on_output
 
-    def __call__(self, stream: str, data: bytes) -> None:
+    def feed_stream(self, stream: str, data: bytes) -> None:
         if stream == "stdout":
             self.scanner.feed(data)
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        self.feed_stream(stream, data)
         if self._on_output is not None:
             self._on_output(stream, data)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import signal
 import threading
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from console.formats.job_record import RECORD_NAME, JobRecord, job_dir, read_job_record
-from console.formats.plainjson import append_json_line, atomic_write_json
+from console.formats.plainjson import append_json_line
 from console.formats.problems import FormatError
 from console.formats.telemetry_builders import (
     ENV_ITERATION,
@@ -33,11 +32,13 @@ from console.formats.telemetry_builders import (
 )
 
 from . import results
-from .local import KILL_GRACE_SECONDS, ProcessResult, group_members, process_alive, run_process, terminate_group
+from .local import KILL_GRACE_SECONDS, SUPERVISOR, SUPERVISOR_SLACK_SECONDS, ProcessResult, run_process, same_process
+from .private_shapes import table_path
 from .record import JobRecordWriter, request_cancel
 from .request import PRIVATE_SHAPES_ENV, JobRequest
 from .slots import acquire_slot
 from .staging import StagingError, resolve_private_case, stage_workspace, sync_back
+from .supervisor import remove_tree
 
 OutputSink = Callable[[str, bytes], None]
 
@@ -76,7 +77,7 @@ def run_job(
 
     ``on_output(stream, data)`` receives the command's output as produced ("stdout" or
     "stderr") plus the sandbox's own lines. Setting ``cancel`` (or ``episcope jobs cancel``)
-    stops the job, killing its whole process group. Raises :class:`BackendUnavailable`
+    stops the job, killing its whole process tree. Raises :class:`BackendUnavailable`
     when the backend cannot be loaded.
     """
     if request.backend == "ray":
@@ -185,7 +186,7 @@ def _run_staged(
         return (cancel is not None and cancel.is_set()) or writer.cancel_requested()
 
     try:
-        private_case = resolve_private_case(request, dict(os.environ))
+        private_case = resolve_private_case(request, table_path())
     except StagingError as exc:
         return finish(writer, "failed", results.EXIT_FAILED, message=str(exc), on_output=on_output)
 
@@ -198,9 +199,13 @@ def _run_staged(
     try:
         with slot:
             writer.update(slot=slot.index)
-            return _run_in_slot(request, writer, private_case, on_output, cancelled, kill_grace)
+            return _run_in_slot(request, writer, private_case, on_output, cancelled, kill_grace, slot.fileno())
     finally:
-        shutil.rmtree(writer.stage, ignore_errors=True)
+        if writer.stage is not None:
+            try:
+                remove_tree(str(writer.stage))
+            except OSError as exc:
+                emit(on_output, "stderr", f"[sandbox] staged copy {writer.stage} not removed: {exc.strerror or exc}")
 
 
 def _run_in_slot(
@@ -210,10 +215,11 @@ def _run_in_slot(
     on_output: OutputSink | None,
     cancelled: Callable[[], bool],
     kill_grace: float,
+    slot_fd: int,
 ) -> JobOutcome:
     workspace = Path(request.workspace)
     try:
-        staged = stage_workspace(request, writer.stage, private_case)
+        staged = stage_workspace(request, writer.make_stage(), private_case)
     except StagingError as exc:
         return finish(writer, "failed", results.EXIT_FAILED, message=str(exc), on_output=on_output)
     except OSError as exc:
@@ -229,9 +235,8 @@ def _run_in_slot(
     trace(sandbox_started_record(operation_id, category))
     started = time.monotonic()
 
-    sink = scanner if scanner is not None else on_output
     if request.backend == "ray":
-        outcome, backend_refused = _execute_on_ray(request, writer, sink, cancelled)
+        outcome, backend_refused = _execute_on_ray(request, writer, scanner if scanner is not None else on_output, cancelled)
     else:
         outcome = run_process(
             list(request.argv),
@@ -240,11 +245,19 @@ def _run_in_slot(
             timeout=request.timeout,
             stdout_log=writer.stdout_log,
             stderr_log=writer.stderr_log,
-            on_output=sink,
+            job_dir=writer.directory,
+            job_id=writer.job_id,
+            on_output=on_output,
+            # The verdict is looked for in the whole output, also past the log limit.
+            on_raw_output=scanner.feed_stream if scanner is not None else None,
             should_cancel=cancelled,
-            on_started=lambda pid, pgid: writer.update(pid=pid, pgid=pgid),
+            on_started=lambda pid, pgid, started: writer.update(pid=pid, pgid=pgid, pid_started=started),
             kill_grace=kill_grace,
+            read_only=(request.workspace,),
+            slot_fd=slot_fd,
+            log_limit=request.max_log_bytes,
         )
+        writer.update(containment=outcome.containment, containment_notes=list(outcome.notes) or None)
         backend_refused = []
     duration = time.monotonic() - started
     if outcome.failure_type is not None:
@@ -361,25 +374,56 @@ class UnknownJob(LookupError):
     pass
 
 
-def _launcher_alive(record: JobRecord) -> bool:
-    pid = record.sandbox_pid
-    if pid is None or pid == os.getpid() or not process_alive(pid):
-        return False
+def _supervisor_of(record: JobRecord) -> int | None:
+    """The pid of the job's supervisor, when the record names it truly; else ``None``.
+
+    A record is written by the sandbox, but it lies in the workspace, where a job may write:
+    its pid is trusted only when that process started when the record says it did and is a
+    supervisor of this very job. A group id is never trusted: nothing is killed by group.
+    """
+    pid = record.pid
+    if not same_process(pid, record.raw.get("pid_started")):
+        return None
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
+        return None
+    try:
+        job_id = args[args.index(b"--job-id") + 1]
+    except (ValueError, IndexError):
+        return None
+    if os.fsencode(str(SUPERVISOR)) not in args[:3] or job_id != record.job_id.encode():
+        return None
+    return pid
+
+
+def stop_supervisor(record: JobRecord, *, wait: float = KILL_GRACE_SECONDS + SUPERVISOR_SLACK_SECONDS) -> bool:
+    """Ask the job's supervisor to end the job's whole tree; wait until it has.
+
+    Returns whether a supervisor of this job was found.
+    """
+    pid = _supervisor_of(record)
+    if pid is None:
+        return False
+    started = record.raw.get("pid_started")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
         return True
-    # A recycled pid belongs to some other program: only a sandbox process is signalled.
-    return b"sandbox" in cmdline
+    deadline = time.monotonic() + wait
+    while same_process(pid, started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
 
 
 def cancel_job(workspace: str | os.PathLike, job_id: str, *, wait: float = KILL_GRACE_SECONDS + 5.0) -> JobRecord:
     """Cancel a queued or running job and return its final record.
 
-    The runner is asked first (a cancel request file it polls, and SIGTERM when it is a
-    sandbox process), so it records the cancellation itself. If it does not answer within
-    ``wait`` seconds (it died, or hangs), the recorded process group is killed here and the
-    record is marked cancelled. Raises :class:`UnknownJob`; a finished job is returned as is.
+    The runner is asked through a cancel request file it polls, so it records the
+    cancellation itself. If the job is not over within ``wait`` seconds (its runner hangs),
+    or its runner died (the record reads ``lost``) while its supervisor still ends the
+    tree, the supervisor is asked here. Raises :class:`UnknownJob`; a finished job is
+    returned as is.
     """
     directory = job_dir(workspace, job_id)
     path = directory / RECORD_NAME
@@ -391,28 +435,13 @@ def cancel_job(workspace: str | os.PathLike, job_id: str, *, wait: float = KILL_
     if record.terminal:
         return record
     request_cancel(directory)
-    if record.launcher == "sandbox" and _launcher_alive(record):
-        try:
-            os.kill(record.sandbox_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + wait
+    current = record
     while time.monotonic() < deadline:
-        current = read_job_record(path).value
-        if current is not None and current.terminal:
-            return current
-        if current is not None and current.sandbox_pid is not None and not process_alive(current.sandbox_pid):
+        current = read_job_record(path).value or current
+        if current.terminal:
             break
         time.sleep(0.1)
-    current = read_job_record(path).value or record
-    if current.terminal:
-        return current
-    if current.pgid is not None and group_members(current.pgid):
-        terminate_group(current.pgid)
-    if current.sandbox_pid is not None and current.sandbox_pid != os.getpid() and process_alive(current.sandbox_pid):
-        # The runner lives but did not answer in time; leave the record to it.
-        return current
-    fields = dict(current.raw)
-    fields.update(state="cancelled", finished_at=utc_timestamp(), message="cancelled; the job's runner was gone")
-    atomic_write_json(path, fields)
+    if not current.terminal or current.state == "lost":
+        stop_supervisor(current)
     return read_job_record(path).value or current

@@ -1,8 +1,10 @@
 """At most four jobs of one workspace run at once, across independent processes.
 
 Each running job holds an exclusive ``flock`` on one of four lock files. The kernel drops a
-lock when its holder exits, however it exits, so a crashed sandbox never keeps a slot. A
-job that finds all four taken stays queued and tries again a few times a second.
+lock when its holders exit, however they exit, so a crashed sandbox never keeps a slot. The
+job's supervisor holds the lock too, until the last process of the job has ended: a job whose
+sandbox died still counts until nothing of it runs. A job that finds all four taken stays
+queued and tries again a few times a second.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ class Slot:
     def __init__(self, index: int, fd: int) -> None:
         self.index = index
         self._fd: int | None = fd
+
+    def fileno(self) -> int:
+        """The locked descriptor: whoever also holds it keeps the slot taken."""
+        if self._fd is None:
+            raise ValueError("slot already released")
+        return self._fd
 
     def release(self) -> None:
         if self._fd is not None:

@@ -3,8 +3,9 @@
 The command never runs in the workspace itself: it gets a copy without the episode's
 protected and bulky parts, and only the requested output paths come back. Nothing that
 could escape the workspace crosses in either direction: no absolute paths, no ``..``, no
-symbolic links, no file over the size limit. The private shapes table stays outside: only
-the one case a profile asks for is written into the copy.
+symbolic links, no file over the size limit, no tree deeper, more numerous or larger than
+the output limits. The private shapes table stays outside: only the one case a profile asks
+for is written into the copy.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from .request import PRIVATE_CASE_NAME, PRIVATE_SHAPES_ENV, JobRequest
 EXCLUDED_TOP = frozenset({"memory", "plans", "skills", ".git", ".atrex_long_horizon"})
 RAW_PROFILE_SUFFIXES = (".ncu-rep", ".nsys-rep", ".qdrep")
 HARNESS_DIR = "harness"
+# A tree is walked no deeper than this many directories below the workspace or the stage
+# (os.walk recurses once per level), and a job brings back at most so many files and bytes.
+MAX_TREE_DEPTH = 64
+MAX_OUTPUT_FILES = 10_000
+MAX_OUTPUT_TOTAL_BYTES = 1024 * 1024 * 1024
 
 
 class StagingError(Exception):
@@ -137,6 +143,9 @@ def stage_workspace(request: JobRequest, stage: Path, private_case: dict | None 
             rel = str(rel_dir / name)
             if here == workspace and name in EXCLUDED_TOP:
                 continue
+            if len(rel_dir.parts) >= MAX_TREE_DEPTH:
+                report.skipped.append({"path": rel, "reason": f"deeper than {MAX_TREE_DEPTH} directories"})
+                continue
             if (here / name).is_symlink():
                 report.skipped.append({"path": rel, "reason": "symbolic link"})
                 continue
@@ -168,13 +177,12 @@ def stage_workspace(request: JobRequest, stage: Path, private_case: dict | None 
     return report
 
 
-def resolve_private_case(request: JobRequest, environ: dict) -> dict | None:
+def resolve_private_case(request: JobRequest, table_path: str | None) -> dict | None:
     """The one private case a profile asks for with PROFILE_SHAPE_ID, or ``None``.
 
-    The table is the operator's (EPISCOPE_PRIVATE_SHAPES names it, outside the workspace);
-    a job only ever receives the single case, under an opaque id.
+    The table is the operator's (EPISCOPE_PRIVATE_SHAPES names it, outside the workspace;
+    see ``private_shapes``); a job only ever receives the single case, under an opaque id.
     """
-    table_path = environ.get(PRIVATE_SHAPES_ENV)
     shape_id = request.env.get("PROFILE_SHAPE_ID")
     if request.kind != "profile" or not table_path or not shape_id:
         return None
@@ -225,6 +233,7 @@ def sync_back(request: JobRequest, stage: Path, manifest: dict[str, tuple[int, i
     workspace = Path(request.workspace)
     limit = request.max_output_bytes
     report = SyncReport()
+    budget = {"files": MAX_OUTPUT_FILES, "bytes": MAX_OUTPUT_TOTAL_BYTES}
 
     def refuse(rel: str, reason: str) -> None:
         report.refused.append({"path": rel, "reason": reason})
@@ -244,11 +253,19 @@ def sync_back(request: JobRequest, stage: Path, manifest: dict[str, tuple[int, i
             candidates = []
             for dirpath, dirnames, filenames in os.walk(top):
                 here = Path(dirpath)
+                keep = []
                 for name in sorted(dirnames):
+                    rel = str((here / name).relative_to(stage))
                     if (here / name).is_symlink():
-                        refuse(str((here / name).relative_to(stage)), "symbolic link")
-                dirnames[:] = sorted(n for n in dirnames if not (here / n).is_symlink())
+                        refuse(rel, "symbolic link")
+                    elif len(here.relative_to(stage).parts) >= MAX_TREE_DEPTH:
+                        refuse(rel, f"deeper than {MAX_TREE_DEPTH} directories")
+                    else:
+                        keep.append(name)
+                dirnames[:] = keep
                 candidates.extend(str((here / n).relative_to(stage)) for n in sorted(filenames))
+                if len(candidates) > MAX_OUTPUT_FILES:
+                    break  # past the file limit: nothing more is looked at
         for rel in candidates:
             src = stage / rel
             info = src.lstat()
@@ -266,6 +283,11 @@ def sync_back(request: JobRequest, stage: Path, manifest: dict[str, tuple[int, i
             if info.st_size > limit:
                 refuse(rel, f"{_mb(info.st_size)}, over --max-output-file-mb ({_mb(limit)})")
                 continue
+            if budget["files"] < 1 or budget["bytes"] < info.st_size:
+                refuse(rel, f"over the output limit of {MAX_OUTPUT_FILES} files and {_mb(MAX_OUTPUT_TOTAL_BYTES)}")
+                break
+            budget["files"] -= 1
+            budget["bytes"] -= info.st_size
             try:
                 dst = _target_in_workspace(workspace, rel)
                 if dst.is_dir():
