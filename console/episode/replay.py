@@ -4,7 +4,7 @@ Two sources give the events. An episode that was never watched is read from its
 append-only files and snapshots (the ingest's cold scan) with canonical memory versions
 placed at the time git says the supervisor committed them. A recording is what the console
 kept while watching: every event it saw, one JSON line each, under the user's state
-directory (``$XDG_STATE_HOME/episcope`` or ``~/.local/state/episcope``), never inside the
+directory (``console.paths.state_dir``, e.g. ``~/.local/state/episcope``), never inside the
 workspace.
 
 ``Replay`` holds the events in time order and a position: the number of events applied.
@@ -26,6 +26,7 @@ import orjson
 from msgspec.structs import replace
 
 from console.formats.problems import FormatError, Unreadable, one_line
+from console.paths import state_dir
 
 from . import events as ev
 from .events import Event
@@ -43,11 +44,6 @@ class RecordingError(Exception):
 
 
 # -- where recordings live ------------------------------------------------------------------
-
-
-def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "episcope"
 
 
 def recordings_dir() -> Path:
