@@ -36,9 +36,10 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from console.formats.tar_check import TarLimits, TarRefused, check_tar_gz
+from console.paths import user_cache_dir
 
 from .git_repo import GitUnavailable, run_git, safe_environment
-from .workspace import WORKTREES_DIR, user_cache_dir
+from .locations import WORKTREES_DIR
 
 DONE_MARKER = ".episcope-unpacked"
 COPY_FORMAT = "episcope archive copy 2\n"  # a copy made by an older unpacker is made again
@@ -101,6 +102,8 @@ def _extract(archive: Path, staging: Path) -> None:
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             source = tar.extractfile(member)
+            if source is None:
+                raise ArchiveError(f"archive member {member.name!r} has no data")
             with source, open(dest, "xb") as out:
                 shutil.copyfileobj(source, out)
             os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
@@ -214,7 +217,7 @@ def _complete(copy: Path) -> bool:
         return False
 
 
-def open_archive(path: str | os.PathLike) -> Path:
+def open_archive(path: str | os.PathLike[str]) -> Path:
     """Unpack ``path`` (once) and return the campaign root inside the unpacked copy."""
     archive = Path(path).expanduser().resolve()
     try:

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
+from msgspec.structs import replace
 
 from .git_repo import open_repo, read_errors
+
+if TYPE_CHECKING:
+    import git
 
 PROBE_MARKERS = (
     "atrex_timeline.cuh",
@@ -52,7 +57,7 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-def _porcelain(repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _porcelain(repo: git.Repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
     # Submodules are not entered: each is a repository of its own, with its own config.
     out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all")
     dirty, untracked = [], []
@@ -82,6 +87,7 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
     except OSError:
         kernel_text = None
     kernel_probe = has_probe_marker(kernel_text) if kernel_text is not None else None
+    errors: tuple[type[Exception], ...] = (*read_errors(), OSError)
     try:
         with open_repo(worktree) as repo:
             try:
@@ -90,7 +96,7 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
                 head = None  # a repository without commits
             branch = None if repo.head.is_detached else repo.active_branch.name
             dirty, untracked = _porcelain(repo)
-            facts = dict(
+            facts = GitFacts(
                 worktree=str(worktree),
                 head=head,
                 branch=branch,
@@ -102,15 +108,15 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
                 candidate_commit=candidate_commit,
             )
             if candidate_commit:
-                facts.update(_candidate_facts(repo, head, base_commit, candidate_commit))
-            return GitFacts(**facts)
-    except (*read_errors(), OSError) as exc:
+                facts = replace(facts, **_candidate_facts(repo, head, base_commit, candidate_commit))
+            return facts
+    except errors as exc:
         message = " ".join(str(exc).split())[:300]
         return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe, error=message)
 
 
-def _candidate_facts(repo, head: str | None, base: str | None, candidate: str) -> dict:
-    facts: dict = {}
+def _candidate_facts(repo: git.Repo, head: str | None, base: str | None, candidate: str) -> dict[str, object]:
+    facts: dict[str, object] = {}
     try:
         commit = repo.commit(candidate)
     except read_errors():
@@ -123,7 +129,7 @@ def _candidate_facts(repo, head: str | None, base: str | None, candidate: str) -
         facts["candidate_has_probe"] = None
     if base:
         try:
-            facts["candidate_descends_from_base"] = repo.is_ancestor(base, commit.hexsha)
+            facts["candidate_descends_from_base"] = repo.is_ancestor(repo.commit(base), commit)
             changed = repo.git.diff("--no-ext-diff", "--no-textconv", "--name-only", base, commit.hexsha, "--")
             facts["candidate_changes"] = tuple(sorted(p for p in changed.splitlines() if p))
         except read_errors():

@@ -120,7 +120,7 @@ def _driver_overrides(listed: bytes) -> list[tuple[str, str]]:
     return overrides
 
 
-def safe_environment(cwd: str | os.PathLike, *, user_config: bool = False) -> dict[str, str]:
+def safe_environment(cwd: str | os.PathLike[str], *, user_config: bool = False) -> dict[str, str]:
     """The variables every git process on the repository at ``cwd`` runs with.
 
     Runs ``git config --list`` there first (config is read, nothing runs) to learn which
@@ -145,7 +145,7 @@ def safe_environment(cwd: str | os.PathLike, *, user_config: bool = False) -> di
     return env
 
 
-def run_git(cwd: str | os.PathLike, *argv: str, env: dict[str, str] | None = None,
+def run_git(cwd: str | os.PathLike[str], *argv: str, env: dict[str, str] | None = None,
             timeout: float = GIT_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[bytes]:
     """``git argv`` in ``cwd`` with the safe environment (``safe_environment(cwd)`` unless
     given); the caller reads returncode, stdout and stderr (bytes)."""
@@ -159,7 +159,7 @@ def run_git(cwd: str | os.PathLike, *argv: str, env: dict[str, str] | None = Non
         raise GitUnavailable(_one_line(str(exc))) from None
 
 
-def find_repo(path: str | os.PathLike) -> RepoPaths | None:
+def find_repo(path: str | os.PathLike[str]) -> RepoPaths | None:
     """The repository whose work tree holds ``path`` (walking up as git does), or None.
 
     Stops at a ``.git`` entry that is not a repository, as git does."""
@@ -184,7 +184,7 @@ def find_repo(path: str | os.PathLike) -> RepoPaths | None:
     return None
 
 
-def git_dir_of(top: str | os.PathLike) -> Path | None:
+def git_dir_of(top: str | os.PathLike[str]) -> Path | None:
     """The git directory of the work tree ``top`` (its ``.git`` directory, or where its
     ``.git`` file points), read by GitPython without opening the repository."""
     from git.exc import GitError
@@ -197,13 +197,13 @@ def git_dir_of(top: str | os.PathLike) -> Path | None:
     return None if found is None else Path(found)
 
 
-def head_stamp(top: str | os.PathLike) -> tuple | None:
+def head_stamp(top: str | os.PathLike[str]) -> tuple[tuple[int, int, int] | None, ...] | None:
     """(inode, size, mtime) of the work tree's ``HEAD`` and index: what moves when a commit,
     checkout or ``git add`` happens there. None when ``top`` has no repository."""
     gitdir = git_dir_of(top)
     if gitdir is None:
         return None
-    stamps = []
+    stamps: list[tuple[int, int, int] | None] = []
     for name in ("HEAD", "index"):
         try:
             st = os.stat(gitdir / name)
@@ -215,7 +215,7 @@ def head_stamp(top: str | os.PathLike) -> tuple | None:
 
 
 @contextmanager
-def open_repo(top: str | os.PathLike) -> Iterator[git.Repo]:
+def open_repo(top: str | os.PathLike[str]) -> Iterator[git.Repo]:
     """A GitPython ``Repo`` of the work tree ``top`` whose every git process runs with the
     safe environment; closed (its persistent ``cat-file`` processes ended) on exit.
 
@@ -236,7 +236,7 @@ def open_repo(top: str | os.PathLike) -> Iterator[git.Repo]:
 
 
 @contextmanager
-def new_repo(top: str | os.PathLike) -> Iterator[git.Repo]:
+def new_repo(top: str | os.PathLike[str]) -> Iterator[git.Repo]:
     """``git init`` of a fresh repository at ``top`` for episcope's own files; the user's
     config stays in effect (their commit identity), the repository-side settings apply."""
     import git
@@ -261,7 +261,7 @@ def read_errors() -> tuple[type[Exception], ...]:
     return (GitUnavailable, GitError, ODBError, ValueError, TypeError, KeyError)
 
 
-def head_commit(top: str | os.PathLike) -> str | None:
+def head_commit(top: str | os.PathLike[str]) -> str | None:
     """The commit the work tree ``top`` has checked out, or None (no repository, no commit)."""
     try:
         with open_repo(top) as repo:

@@ -17,10 +17,9 @@ import msgspec
 
 from console.formats import jsonio
 
+from .archive import ArchiveError, open_archive
 from .git_repo import find_repo
-
-WORKTREES_DIR = ".atrex_long_horizon_worktrees"
-RUNTIME_DIR = ".atrex_long_horizon"
+from .locations import RUNTIME_DIR, WORKTREES_DIR
 
 
 class WorkspaceError(Exception):
@@ -49,12 +48,6 @@ class Workspace(msgspec.Struct, frozen=True):
         return self.worktree or self.campaign_root
 
 
-def user_cache_dir(name: str) -> Path:
-    """``$XDG_CACHE_HOME/episcope/<name>`` (default ``~/.cache``): episcope's own derived files."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "episcope" / name
-
-
 def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
     base = campaign_root.parent / WORKTREES_DIR / campaign_root.name
     try:
@@ -74,11 +67,9 @@ def _active_worktree(campaign_root: Path) -> Path | None:
     return None
 
 
-def resolve_workspace(path: str | os.PathLike | None = None) -> Workspace:
+def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     if path is not None and str(path).endswith((".tar.gz", ".tgz")):
         # A packed episode: unpacked once into the user cache, then opened like any campaign.
-        from .archive import ArchiveError, open_archive
-
         try:
             path = open_archive(path)
         except ArchiveError as exc:
