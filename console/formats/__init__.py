@@ -3,18 +3,15 @@
 Every function here is pure apart from the file it is asked to read: no widgets, no events,
 no global state. See shared FORMATS.md for the layouts.
 
-Parsed records are immutable and cheap to define, because ``episcope status`` defines every
-one of them as it starts (a frozen dataclass costs about 2 ms to create; these 0.05-0.3):
+Records are frozen ``msgspec.Struct``s decoded with ``msgspec.convert`` (see
+:mod:`records`): unknown keys are ignored, an absent field is ``None`` (never 0), a wrong
+type is one :class:`~problems.FormatError` line naming the field path, and ``to_json()``
+parses back to an equal record. Documents are read only from bounded regular files
+(:mod:`bounded_read`).
 
-- ``msgspec.Struct`` with ``frozen=True``: the default;
-- ``typing.NamedTuple`` in the modules the GPU machine imports, which must stay standard
-  library only (problems, evaluations, abba, job_record). Such a module evaluates its
-  annotations (no ``from __future__ import annotations``): NamedTuple compiles every string
-  annotation, which doubles its cost. A NamedTuple record is also a tuple: it compares equal
-  to a tuple of the same values, so compare records of one type only.
-
-Either way unknown fields are ``None`` (never 0), the decoded object stays in ``raw`` and
-``to_json()`` gives it back (``to_json = raw_json`` where the record is the document as
-read). Copy with a change through ``msgspec.structs.replace(record, ...)`` or
-``record._replace(...)``.
+Three families keep standard-library ``NamedTuple`` records checked by :mod:`fields`:
+evaluator results (``evaluations``), ABBA runs and verdicts (``abba``) and sandbox job
+records (``job_record``). The GPU machine imports them (``tools/abba.py``, the sandbox)
+and has no msgspec. The timeline and PROFILE_JSON readers are lenient by design: a value of
+the wrong type reads as ``None`` rather than refusing the document.
 """
