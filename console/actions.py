@@ -187,7 +187,8 @@ class JobLauncher:
             except subprocess.TimeoutExpired:
                 pass
         from console.formats.job_record import list_job_records
-        from console.jobs.local import group_members, terminate_group
+        from console.jobs.local import group_members
+        from console.jobs.runner import stop_supervisor
 
         for job in self.launched:
             # The group may outlive its leader (a grandchild); kill what is left of it.
@@ -197,13 +198,13 @@ class JobLauncher:
                 job.process.wait(1.0)
             except subprocess.TimeoutExpired:
                 pass
-        # The sandbox runs the command in a group of its own; a sandbox that died before
-        # ending it would leave it behind, so end every group our sandboxes recorded.
+        # A sandbox that died leaves its job to the job's supervisor, which ends the tree; ask
+        # it directly too (it is checked to be that job's supervisor, never a recorded group).
         ours = {job.process.pid for job in self.launched}
         records, _ = list_job_records(self.workspace)
         for record in records:
-            if record.sandbox_pid in ours and not record.terminal and record.pgid and group_members(record.pgid):
-                terminate_group(record.pgid)
+            if record.sandbox_pid in ours and record.state in ("running", "lost"):
+                stop_supervisor(record)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -152,3 +152,23 @@ def test_headless_jobs_and_sandbox_import_no_textual_nor_orjson():
     )
     proc = subprocess.run([PY, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_jobs_on_a_directory_that_is_no_workspace_is_a_usage_error_like_status(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    jobs, status = episcope("jobs", str(plain)), episcope("status", str(plain))
+    assert jobs.returncode == status.returncode == 2
+    assert jobs.stdout == "" and jobs.stderr.startswith("episcope: ") and "not an episode workspace" in jobs.stderr
+
+
+def test_events_refuses_an_unknown_kind_and_names_the_valid_ones(tmp_path):
+    from console.episode.events import KINDS
+
+    ws = tmp_path / "ws"
+    (ws / ".atrex_long_horizon").mkdir(parents=True)
+    proc = episcope("events", str(ws), "--kind", "nonsense")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "nonsense" in proc.stderr and all(kind in proc.stderr for kind in KINDS)
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert episcope("events", str(ws), "--kind", "job").returncode == 0

@@ -30,6 +30,12 @@ def run(args) -> int:
         if since is None:
             raise CommandError(f"--since: not an ISO-8601 time: {args.since!r}")
     kinds = set(args.kind) if args.kind else None
+    if kinds is not None:
+        from console.episode.events import KINDS
+
+        unknown = sorted(kinds.difference(KINDS))
+        if unknown:
+            raise CommandError(f"--kind {', '.join(unknown)}: unknown; valid kinds: {', '.join(KINDS)}")
     try:
         session = Session(args.path)
     except WorkspaceError as exc:

@@ -47,8 +47,10 @@ def _roots(path: str) -> list[Path]:
     roots = [start.resolve()]
     try:
         workspace = resolve_workspace(start)
-    except WorkspaceError:
-        return roots
+    except WorkspaceError as exc:
+        from console.cli import CommandError
+
+        raise CommandError(str(exc)) from None  # as `status` does: a directory is not yet a workspace
     for root in workspace.roots:
         if root.resolve() not in roots:
             roots.append(root.resolve())

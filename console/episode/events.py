@@ -40,6 +40,12 @@ GPU = "gpu"  # data: console.gpu.sampler.GpuReading, path "nvml"; the live conso
 REMOVED = "removed"  # data: the kind of the document that disappeared (path says which)
 UNREADABLE = "unreadable"  # data: formats.problems.Unreadable
 
+KINDS = (
+    TELEMETRY, EVALUATION, MEASURE_RUN, JOB_LOG, ABBA_RUN, STATE, ACTIVE_EPISODE, ATTEMPT, JOURNAL, HANDOFF,
+    LIVE_MEMORY, MEMORY_VERSION, TELEMETRY_SUMMARY, PROFILE, ABBA, TIMELINE_RECEIPT, TIMELINE_MEASUREMENT, JOB,
+    GIT, GPU, REMOVED, UNREADABLE,
+)
+
 class Event(NamedTuple):
     kind: str
     path: str
