@@ -89,14 +89,11 @@ class ScannerSink:
 
 
 def file_sha256(path: Path) -> str | None:
-    digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+            return hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def append_evaluation(workspace: Path, result: EvaluatorResult, *, job_id: str, gateway_kind: str) -> dict | None:

@@ -70,11 +70,8 @@ def check_name(name: str) -> str:
 
 
 def file_digest(path: str) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_READ), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _walk_files(root: str, rel: str, refused: List[Refusal]) -> List[str]:

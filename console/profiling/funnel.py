@@ -17,6 +17,7 @@ import sys
 import time
 
 from console.formats import profile_summary_text
+from console.formats.plainjson import atomic_write_bytes
 
 from . import diagnosis, source_evidence
 from .metric_names import KEY_METRICS, TENSOR_PATTERN
@@ -99,7 +100,7 @@ def kernel_entry(k: dict, level: str) -> dict:
 def file_sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+            return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError:
         return None
 
@@ -123,10 +124,7 @@ def _queries(level: str, program: str, outdir: str, kernel: str | None, has_sour
 
 
 def _write_text(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, text.encode())
 
 
 def _write_json(path: str, obj) -> None:

@@ -15,6 +15,8 @@ import io
 import json
 import os
 
+from console.formats.plainjson import atomic_write_bytes
+
 from .ncu_csv import parse_number
 
 SCHEMA = "v1"
@@ -96,11 +98,7 @@ def _table(records: list[dict], title: str, counter_names: list[str]) -> str:
 
 def _write(outdir: str, stem: str, doc: dict, text: str) -> None:
     for ext, data in (("json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), ("txt", text)):
-        path = os.path.join(outdir, "analysis", f"{stem}.{ext}")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        atomic_write_bytes(os.path.join(outdir, "analysis", f"{stem}.{ext}"), data.encode())
 
 
 def _load(path: str | None):
@@ -165,8 +163,6 @@ def build(outdir: str, sass_csv: str | None, cuda_csv: str | None, requested: bo
                 entry["status"] = "error"
                 entry["error"] = " ".join(str(exc).split())
     manifest = {"schema": SCHEMA, "evidence": list(entries.values())}
-    path = os.path.join(outdir, "analysis", "source_evidence_manifest.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(path + ".tmp", path)
+    atomic_write_bytes(os.path.join(outdir, "analysis", "source_evidence_manifest.json"),
+                       (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     return manifest

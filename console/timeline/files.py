@@ -11,11 +11,8 @@ from console.formats.plainjson import atomic_write_bytes as atomic_write  # noqa
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def json_bytes(obj) -> bytes:

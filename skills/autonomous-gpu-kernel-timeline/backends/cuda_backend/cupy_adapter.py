@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ _ROOT = Path(__file__).resolve().parents[4]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+from console.formats.plainjson import atomic_write_bytes  # noqa: E402
 from console.timeline import abi  # noqa: E402
 
 
@@ -90,10 +90,5 @@ class TimelineBuffer:
 
     def save(self, path: str | os.PathLike) -> bytes:
         data = self.raw()
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
+        atomic_write_bytes(path, data)
         return data
