@@ -53,8 +53,8 @@ class JobRecord(NamedTuple):
     category: str | None  # telemetry category: profile | correctness | benchmark | dev
     message: str | None  # one line on why a job failed or was refused
     synced: tuple[str, ...] | None  # files copied back
-    refused: tuple[dict, ...] | None  # {"path", "reason"} for outputs not copied back
-    raw: dict
+    refused: tuple[dict[str, Any], ...] | None  # {"path", "reason"} for outputs not copied back
+    raw: dict[str, Any]
     schema: str = JOB_SCHEMA
 
     @property
@@ -68,8 +68,8 @@ class JobRecord(NamedTuple):
             return None
         return (end - start).total_seconds()
 
-    def to_json(self) -> dict:
-        out = {name: value for name, value in zip(self._fields, self) if name != "raw"}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: value for name, value in zip(self._fields, self) if name != "raw"}
         for key in ("argv", "sync", "synced", "refused"):
             if out[key] is not None:
                 out[key] = list(out[key])
@@ -85,17 +85,17 @@ def _instant(text: str | None) -> datetime | None:
         return None
 
 
-def _str(obj: dict, key: str) -> str | None:
+def _str(obj: dict[str, Any], key: str) -> str | None:
     value = obj.get(key)
     return value if isinstance(value, str) else None
 
 
-def _int(obj: dict, key: str) -> int | None:
+def _int(obj: dict[str, Any], key: str) -> int | None:
     value = obj.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _strings(obj: dict, key: str) -> tuple[str, ...] | None:
+def _strings(obj: dict[str, Any], key: str) -> tuple[str, ...] | None:
     value = obj.get(key)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         return None
@@ -143,11 +143,11 @@ def job_record_from_obj(obj: Any) -> JobRecord:
     )
 
 
-def job_dir(workspace: str | os.PathLike, job_id: str) -> Path:
+def job_dir(workspace: str | os.PathLike[str], job_id: str) -> Path:
     return Path(workspace) / SANDBOX_DIR / job_id
 
 
-def _runner_gone(obj: dict) -> bool:
+def _runner_gone(obj: dict[str, Any]) -> bool:
     """Whether the process a record names as running its job (pid and start time) is gone."""
     pid, started = obj.get("sandbox_pid"), obj.get("sandbox_started")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
@@ -171,11 +171,11 @@ def _live_job_record(obj: Any) -> JobRecord:
     return job_record_from_obj(obj)
 
 
-def read_job_record(path: str | os.PathLike) -> ReadResult[JobRecord]:
+def read_job_record(path: str | os.PathLike[str]) -> ReadResult[JobRecord]:
     """The record as it stands now: ``lost`` when it says queued or running but its runner is gone."""
     return read_json_document(path, _live_job_record)
 
-def list_job_records(workspace: str | os.PathLike) -> tuple[tuple[JobRecord, ...], tuple[Unreadable, ...]]:
+def list_job_records(workspace: str | os.PathLike[str]) -> tuple[tuple[JobRecord, ...], tuple[Unreadable, ...]]:
     """Every job record of a workspace, newest first, and the records that could not be read."""
     root = Path(workspace) / SANDBOX_DIR
     records: list[JobRecord] = []
