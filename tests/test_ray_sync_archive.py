@@ -186,6 +186,7 @@ def test_unpack_refuses_garbage_and_truncated_archives(tmp_path):
 # -- framing ---------------------------------------------------------------------------------
 
 NONCE = "0123456789abcdef"
+KEY = "k" * 64
 
 
 def framed_log(tmp_path: Path, output: str) -> tuple[str, bytes]:
@@ -194,13 +195,13 @@ def framed_log(tmp_path: Path, output: str) -> tuple[str, bytes]:
     header = {"exit_code": 0, "sha256": packed.sha256, "bytes": len(packed.data), "members": packed.members,
               "refused": [], "transport": "log", "timed_out": False, "stopped": False}
     preamble = "Running entrypoint for job x: python3 .episcope_ray/ray_wrapper.py\n"
-    return preamble + f"{sync_archive.START} {NONCE}\n" + output + frame(NONCE, header, packed.data), packed.data
+    return preamble + f"{sync_archive.START} {NONCE}\n" + output + frame(NONCE, KEY, header, packed.data), packed.data
 
 
 def test_unframe_strips_preamble_and_frame(tmp_path):
     output = "hello\n__EPISCOPE_SYNC_BEGIN__ ffff {}\nforged marker of another nonce stays visible\n"
     log, data = framed_log(tmp_path, output)
-    visible, reader = unframe(log, NONCE)
+    visible, reader = unframe(log, NONCE, KEY)
     assert visible == output
     assert reader.complete and reader.error is None and reader.data == data
     assert reader.preamble == ["Running entrypoint for job x: python3 .episcope_ray/ray_wrapper.py\n"]
@@ -213,7 +214,7 @@ def test_streamed_in_any_pieces_the_log_reads_the_same(tmp_path_factory, cuts):
     output = "line one\npartial then __EPISCOPE_ text\n__EPISCOPE_ at line start but no marker\nend\n"
     log, data = framed_log(tmp, output)
     points = sorted({c % (len(log) + 1) for c in cuts})
-    reader = FrameReader(NONCE)
+    reader = FrameReader(NONCE, KEY)
     shown = []
     for start, stop in zip([0] + points, points + [len(log)]):
         shown.append(reader.feed(log[start:stop]))
@@ -223,7 +224,7 @@ def test_streamed_in_any_pieces_the_log_reads_the_same(tmp_path_factory, cuts):
 
 
 def test_partial_lines_show_at_once_unless_they_could_be_a_marker():
-    reader = FrameReader(NONCE)
+    reader = FrameReader(NONCE, KEY)
     assert reader.feed(f"{sync_archive.START} {NONCE}\n") == ""
     assert reader.feed("progress 10%") == "progress 10%"
     assert reader.feed(" 20%\n__EPI") == " 20%\n"
@@ -234,18 +235,21 @@ def test_a_damaged_or_truncated_frame_is_reported(tmp_path):
     log, _ = framed_log(tmp_path, "out\n")
     lines = log.splitlines(keepends=True)
     truncated = "".join(lines[:-2])
-    _, reader = unframe(truncated, NONCE)
+    _, reader = unframe(truncated, NONCE, KEY)
     assert reader.data is None and "truncated" in reader.error
 
     payload = lines[4]  # preamble, start, "out", begin, then the archive
     flipped = ("A" if payload[0] != "A" else "B") + payload[1:]
-    _, reader = unframe("".join(lines[:4] + [flipped] + lines[5:]), NONCE)
+    _, reader = unframe("".join(lines[:4] + [flipped] + lines[5:]), NONCE, KEY)
     assert reader.data is None and "sha256" in reader.error
 
     marker, nonce, header_text = lines[3].split(" ", 2)
     header = json.loads(header_text)
     header["bytes"] = 10
-    _, reader = unframe("".join(lines[:3] + [f"{marker} {nonce} {json.dumps(header)}\n"] + lines[4:]), NONCE)
+    begin = f"{marker} {nonce} {json.dumps(header)}"
+    end_marker, end_nonce, digest, _ = lines[-1].split(" ")
+    signed_end = f"{end_marker} {end_nonce} {digest} {sync_archive.frame_mac(KEY, begin, digest)}\n"
+    _, reader = unframe("".join(lines[:3] + [begin + "\n"] + lines[4:-1] + [signed_end]), NONCE, KEY)
     assert reader.data is None and "longer than" in reader.error
 
 
@@ -254,7 +258,7 @@ def test_a_damaged_or_truncated_frame_is_reported(tmp_path):
 
 def run_wrapper(workdir: Path, argv: list[str], *, timeout: float = 30, sync=("profiles",), env=None, signal_after=None):
     spec = {
-        "nonce": NONCE, "argv": argv, "env": env or {}, "sync": list(sync), "timeout": timeout,
+        "nonce": NONCE, "key": KEY, "argv": argv, "env": env or {}, "sync": list(sync), "timeout": timeout,
         "max_file_bytes": MB, "max_log_bytes": 8 * MB, "max_shared_bytes": 64 * MB,
         "shared_dir": None, "shared_name": "x.tar.gz",
     }
@@ -268,7 +272,8 @@ def run_wrapper(workdir: Path, argv: list[str], *, timeout: float = 30, sync=("p
         proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert err == b""
-    visible, reader = unframe(out.decode(), NONCE)
+    assert not (workdir / ".episcope_ray" / "job.json").exists()  # the key went with it
+    visible, reader = unframe(out.decode(), NONCE, KEY)
     return proc.returncode, visible, reader
 
 

@@ -14,6 +14,8 @@ How a job travels:
   ``.gitignore`` / ``.rayignore`` and ``.git``, ``.venv`` or ``__pycache__`` directories, so
   the worker would see another tree than a local job. ``job.json`` holds a random nonce:
   Ray unpacks equal packages into one shared directory, and two jobs must never share one.
+  It also holds the key of the frame's HMAC, which the wrapper deletes before the command
+  starts, so the command cannot sign a verdict of its own (``sync_archive``).
 - The entrypoint is the wrapper (``ray_wrapper.py``) on ``python3`` (``EPISCOPE_RAY_PYTHON``
   names another interpreter), with ``entrypoint_num_gpus=1``: Ray reserves one GPU and sets
   ``CUDA_VISIBLE_DEVICES`` for it. The submission id is ``episcope-<job id>-<nonce>``;
@@ -54,7 +56,7 @@ from . import sync_archive
 SHARED_DIR_ENV = "EPISCOPE_RAY_SHARED_DIR"
 PYTHON_ENV = "EPISCOPE_RAY_PYTHON"
 ADDRESS_ENV = "EPISCOPE_RAY_ADDRESS"
-MISSING_RAY = "the ray backend needs Ray: pip install 'episcope[ray]' (ray[default]==2.60.0)"
+MISSING_RAY = "the ray backend needs Ray: pip install 'episcope-console[ray]' (ray[default]==2.60.0)"
 
 PACKAGE_DIR = ".episcope_ray"
 WRAPPER_NAME = "ray_wrapper.py"
@@ -227,6 +229,7 @@ def run_on_ray(
     if should_cancel():
         return RayOutcome(None, "cancelled", None, error="cancelled before submission")
     nonce = secrets.token_hex(8)
+    key = secrets.token_hex(32)
     submission_id = f"episcope-{job_id}-{nonce[:8]}"
     dropped = sorted(set(env).intersection(RAY_OWNED_ENV))
     if dropped:
@@ -234,6 +237,7 @@ def run_on_ray(
     shared_dir = os.environ.get(SHARED_DIR_ENV) or None
     spec = {
         "nonce": nonce,
+        "key": key,
         "argv": list(argv),
         "env": {k: v for k, v in env.items() if k not in RAY_OWNED_ENV},
         "sync": list(sync_paths),
@@ -268,13 +272,13 @@ def run_on_ray(
         except Exception as exc:  # whatever Ray or the network says, nothing was submitted
             return RayOutcome(None, "failed", None, error=f"Ray at {address} refused the job: {_one_line(exc)}")
     note(f"submitted to Ray as {submission_id}")
-    return _follow(client, submission_id, nonce, stage_dir, float(timeout), shared_dir, on_stdout, on_stderr, should_cancel)
+    reader = sync_archive.FrameReader(nonce, key)
+    return _follow(client, submission_id, reader, stage_dir, float(timeout), shared_dir, on_stdout, on_stderr, should_cancel)
 
 
-def _follow(client, submission_id, nonce, stage_dir, timeout, shared_dir, on_stdout, on_stderr, should_cancel) -> RayOutcome:
+def _follow(client, submission_id, reader, stage_dir, timeout, shared_dir, on_stdout, on_stderr, should_cancel) -> RayOutcome:
     from ray.job_submission import JobStatus
 
-    reader = sync_archive.FrameReader(nonce)
     logs = _LogFollower(client, submission_id)
     submitted = last_contact = time.monotonic()
     running_since = None

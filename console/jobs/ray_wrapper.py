@@ -157,7 +157,7 @@ def send_outputs(spec: dict, status: dict, before: dict, out: Output) -> None:
         os.replace(tmp, target)
     if not out.at_line_start:
         out.write("\n")
-    out.write(sync_archive.frame(spec["nonce"], header, None if shared else packed.data))
+    out.write(sync_archive.frame(spec["nonce"], spec["key"], header, None if shared else packed.data))
 
 
 def exit_status(code) -> int:
@@ -169,6 +169,8 @@ def exit_status(code) -> int:
 def main(argv: list) -> int:
     with open(argv[1], "rb") as fh:
         spec = json.loads(fh.read())
+    # The spec holds the key that signs the frame: gone before the command could read it.
+    os.unlink(argv[1])
     out = Output()
     out.write(f"{sync_archive.START} {spec['nonce']}\n")
     root = os.getcwd()

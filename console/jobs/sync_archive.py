@@ -9,13 +9,17 @@ that frame from the visible output, checks its digest and unpacks it into the st
     ... the command's output ...
     __EPISCOPE_SYNC_BEGIN__ <nonce> <header JSON>
     <base64 of the archive, in lines of 16384 characters>
-    __EPISCOPE_SYNC_END__ <nonce> <sha256 of the archive>
+    __EPISCOPE_SYNC_END__ <nonce> <sha256 of the archive> <HMAC-SHA256 of the begin line and the digest>
 
 The header holds the command's exit status, whether the wrapper stopped it (timeout or a
 stop request), the archive's size and digest, its members, the files it refused and how the
 archive travels: ``"log"`` (the lines above) or ``"shared"`` (a file of that digest in a
 directory both sides mount, for outputs too large for a log). The nonce is random per job,
-so a command that prints marker-like lines cannot forge a frame by accident.
+so a command that prints marker-like lines cannot make a frame by accident; the HMAC is keyed
+by a second random value that the wrapper reads and deletes before the command starts, so a
+command cannot make one on purpose either (its own verdict, its own outputs): a frame whose
+HMAC does not match is ignored. Marker lines are at most ``MAX_LINE`` characters; a longer
+line is output (or, inside a frame, damage), never buffered whole.
 
 Neither side trusts an archive: links, absolute paths, ``..``, special files, names that are
 not in normal form and archives over the size limit are refused before anything is written.
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import io
 import json
 import os
@@ -42,6 +47,9 @@ BEGIN = "__EPISCOPE_SYNC_BEGIN__"
 END = "__EPISCOPE_SYNC_END__"
 _MARK = "__EPISCOPE_"
 B64_LINE = 16384  # a multiple of 4, so every line decodes on its own
+MAX_LINE = 16 * 1024 * 1024  # characters of a marker line (a header lists every member)
+MAX_PREAMBLE = 1024 * 1024  # characters of Ray's own lines kept
+MAX_ARCHIVE_BYTES = 1 << 40  # what a header may claim at all
 _READ = 1024 * 1024
 
 Refusal = Dict[str, str]  # {"path", "reason"}, as the local sandbox reports them
@@ -257,16 +265,36 @@ def unpack(data: bytes, dest: str, *, max_total_bytes: int, max_members: int = 1
     return written
 
 
-def frame(nonce: str, header: dict, data: Optional[bytes]) -> str:
+def frame_mac(key: str, begin_line: str, digest: str) -> str:
+    """The HMAC that proves a frame was written by the wrapper (which alone knew ``key``)."""
+    return hmac.new(key.encode(), f"{begin_line}\n{digest}".encode(), hashlib.sha256).hexdigest()
+
+
+def frame(nonce: str, key: str, header: dict, data: Optional[bytes]) -> str:
     """The frame lines for ``header``; ``data`` is base64'd into it unless ``None`` (an
     archive that travels through a shared directory)."""
     digest = header["sha256"]
-    lines = [f"{BEGIN} {nonce} {json.dumps(header, sort_keys=True, separators=(',', ':'))}\n"]
+    begin = f"{BEGIN} {nonce} {json.dumps(header, sort_keys=True, separators=(',', ':'))}"
+    lines = [begin + "\n"]
     if data is not None:
         encoded = base64.b64encode(data).decode("ascii")
         lines.extend(encoded[i : i + B64_LINE] + "\n" for i in range(0, len(encoded), B64_LINE))
-    lines.append(f"{END} {nonce} {digest}\n")
+    lines.append(f"{END} {nonce} {digest} {frame_mac(key, begin, digest)}\n")
     return "".join(lines)
+
+
+def _read_header(text: str) -> dict:
+    """The frame header, checked; ``ValueError`` says what is wrong with it."""
+    try:
+        header = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(header, dict) or not isinstance(header.get("sha256"), str):
+        raise ValueError("no sha256")
+    size = header.get("bytes", 0)
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_ARCHIVE_BYTES:
+        raise ValueError(f"bytes is not a size: {str(size)[:40]}")
+    return header
 
 
 class FrameReader:
@@ -276,58 +304,93 @@ class FrameReader:
     ``feed`` returns the text to show now. Text before the start line is Ray's own (runtime
     environment set-up, the entrypoint it runs) and is kept in ``preamble``; a log without
     a start line means the wrapper never ran, and the preamble says why. A partial line is
-    shown at once unless it could be the beginning of a marker line.
+    shown at once unless it could be the beginning of a marker line. Only a frame whose end
+    line carries the right HMAC counts; ``forged`` counts the others.
     """
 
-    def __init__(self, nonce: str) -> None:
+    def __init__(self, nonce: str, key: str) -> None:
+        self._key = key
         self._start = f"{START} {nonce}"
         self._begin = f"{BEGIN} {nonce} "
         self._end = f"{END} {nonce} "
-        self._pending = ""
+        self._pending: List[str] = []  # pieces of a line not yet ended, joined once it ends
+        self._pending_size = 0
+        self._dropping = False  # inside an overlong line that is not shown
         self._mid_line = False  # part of the current line was already shown
         self._in_frame = False
+        self._begin_line = ""
+        self._candidate: Optional[dict] = None
         self._b64: List[str] = []
         self._b64_chars = 0
         self._b64_limit = 0
+        self._preamble_size = 0
         self.started = False
         self.preamble: List[str] = []
-        self.header: Optional[dict] = None
+        self.header: Optional[dict] = None  # of the authentic frame, once it is complete
         self.data: Optional[bytes] = None  # the archive of a "log" frame, digest checked
-        self.complete = False  # an end line matched the begin line
+        self.complete = False  # an authentic end line matched the begin line
+        self.forged = 0  # frames that carried this job's nonce but not the wrapper's HMAC
         self.error: Optional[str] = None
 
     def feed(self, text: str) -> str:
-        data = self._pending + text
-        self._pending = ""
         shown = []
         pos = 0
         while True:
-            newline = data.find("\n", pos)
+            newline = text.find("\n", pos)
             if newline < 0:
                 break
-            shown.append(self._line(data[pos : newline + 1]))
+            piece = text[pos : newline + 1]
             pos = newline + 1
-        rest = data[pos:]
-        if rest:
-            if self.started and not self._in_frame and not self._could_be_marker(rest):
+            if self._dropping:
+                self._dropping = False
+                continue
+            if self._pending:
+                piece = "".join(self._pending) + piece
+                self._pending, self._pending_size = [], 0
+            shown.append(self._line(piece))
+        rest = text[pos:]
+        if rest and not self._dropping:
+            if not self._pending and self.started and not self._in_frame and not self._could_be_marker(rest):
                 shown.append(rest)
                 self._mid_line = True
             else:
-                self._pending = rest
+                self._pending.append(rest)
+                self._pending_size += len(rest)
+                if self._pending_size > MAX_LINE:
+                    shown.append(self._overlong())
         return "".join(shown)
+
+    def _overlong(self) -> str:
+        """A line past ``MAX_LINE`` that is not ended: no marker. Show it, or drop it."""
+        text = "".join(self._pending)
+        self._pending, self._pending_size = [], 0
+        if self.started and not self._in_frame:
+            self._mid_line = True  # the rest of the line is shown as it comes
+            return text
+        if self._in_frame:
+            self._abandon_frame("the output archive has a line longer than any it writes")
+        self._dropping = True
+        return ""
 
     def close(self) -> str:
         """End of the log: return what is left to show and settle ``error``."""
-        rest = self._pending
-        self._pending = ""
-        shown = self._line(rest) if rest else ""
+        rest = "".join(self._pending)
+        self._pending, self._pending_size = [], 0
+        shown = self._line(rest) if rest and not self._dropping else ""
         if self._in_frame:
-            self._in_frame = False
-            self.error = self.error or "the output archive is truncated (no end line)"
+            self._abandon_frame("the output archive is truncated (no end line)")
+        if not self.complete and self.forged and self.error is None:
+            self.error = f"{self.forged} output frame(s) without the wrapper's signature were ignored"
         return shown
 
     def _could_be_marker(self, partial: str) -> bool:
         return not self._mid_line and (_MARK.startswith(partial) or partial.startswith(_MARK))
+
+    def _abandon_frame(self, error: str) -> None:
+        self._in_frame = False
+        self._candidate = None
+        self._b64, self._b64_chars = [], 0
+        self.error = self.error or error
 
     def _line(self, line: str) -> str:
         if self._mid_line:
@@ -337,37 +400,55 @@ class FrameReader:
         if not self.started:
             if bare == self._start:
                 self.started = True
-            else:
-                self.preamble.append(line)
+            elif self._preamble_size < MAX_PREAMBLE:
+                self.preamble.append(line[: MAX_PREAMBLE - self._preamble_size])
+                self._preamble_size += len(self.preamble[-1])
             return ""
-        if self._in_frame:
-            if bare.startswith(self._end):
-                self._finish(bare[len(self._end) :].strip())
-            else:
-                self._b64_chars += len(bare)
-                if self._b64_chars <= self._b64_limit:
-                    self._b64.append(bare)
-            return ""
-        if self.header is None and bare.startswith(self._begin):
+        if self.complete:
+            return line  # after the authentic frame: nothing more is taken as one
+        if bare.startswith(self._begin):
+            # A begin line inside a frame cannot be archive text (base64 has no "_"): the
+            # frame before it was not the wrapper's, and this one may be.
+            self._abandon_frame_quietly()
             try:
-                header = json.loads(bare[len(self._begin) :])
-                if not isinstance(header, dict) or not isinstance(header.get("sha256"), str):
-                    raise ValueError("no sha256")
-                self._b64_limit = 4 * (int(header.get("bytes", 0)) + 2) // 3 + 4
-            except (ValueError, TypeError) as exc:
+                self._candidate = _read_header(bare[len(self._begin) :])
+            except ValueError as exc:
                 self.error = f"the output archive header is unreadable: {exc}"
                 return ""
-            self.header = header
+            self._begin_line = bare
+            self._b64_limit = 4 * (self._candidate.get("bytes", 0) + 2) // 3 + 4
             self._in_frame = True
             return ""
-        return line
+        if not self._in_frame:
+            return line
+        if bare.startswith(self._end):
+            self._finish(bare[len(self._end) :].strip())
+        else:
+            self._b64_chars += len(bare)
+            if self._b64_chars <= self._b64_limit:
+                self._b64.append(bare)
+        return ""
 
-    def _finish(self, digest: str) -> None:
+    def _abandon_frame_quietly(self) -> None:
+        if self._in_frame:
+            self.forged += 1
         self._in_frame = False
-        header = self.header or {}
+        self._candidate = None
+        self._b64, self._b64_chars = [], 0
+
+    def _finish(self, end: str) -> None:
+        digest, _, mac = end.partition(" ")
+        header = self._candidate or {}
+        self._in_frame = False
+        self._candidate = None
+        b64, self._b64 = self._b64, []
+        if not hmac.compare_digest(mac.strip(), frame_mac(self._key, self._begin_line, digest)):
+            self.forged += 1
+            return
         if digest != header.get("sha256"):
             self.error = "the output archive's end line does not match its header"
             return
+        self.header = header
         self.complete = True
         if header.get("transport") != "log":
             return
@@ -375,19 +456,18 @@ class FrameReader:
             self.error = f"the output archive is longer than its header's {header.get('bytes')} bytes"
             return
         try:
-            data = base64.b64decode("".join(self._b64), validate=True)
+            data = base64.b64decode("".join(b64), validate=True)
         except ValueError as exc:
             self.error = f"the output archive is not valid base64: {exc}"
             return
-        self._b64 = []
         if hashlib.sha256(data).hexdigest() != digest:
             self.error = "the output archive's sha256 does not match (damaged in the log)"
             return
         self.data = data
 
 
-def unframe(log: str, nonce: str) -> Tuple[str, FrameReader]:
+def unframe(log: str, nonce: str, key: str) -> Tuple[str, FrameReader]:
     """Read a whole log at once: the visible output, and the reader holding the frame."""
-    reader = FrameReader(nonce)
+    reader = FrameReader(nonce, key)
     visible = reader.feed(log)
     return visible + reader.close(), reader
