@@ -362,10 +362,10 @@ def test_ray_backend_without_ray_is_a_clear_error(ws):
     code = "import sys; sys.modules['ray'] = None; " + NO_ORJSON
     proc = subprocess.run([PY, "-c", code, str(TOOL), "--backend", "ray", "--", PY, "probe.py"], cwd=ws,
                           env=clean_env(), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1 and "ray backend needs episcope[ray]" in proc.stderr
+    assert proc.returncode == 1 and "ray backend needs episcope-console[ray]" in proc.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs episcope[ray]")
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs episcope-console[ray]")
 def test_ray_backend_unreachable_cluster_means_retry_later(ws):
     proc = sandbox(ws, "--backend", "ray", "--", PY, "test_kernel.py", EPISCOPE_RAY_ADDRESS="http://127.0.0.1:9")
     assert proc.returncode == 75, proc.stderr

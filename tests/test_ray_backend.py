@@ -46,7 +46,7 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def ray_head():
     if JobSubmissionClient is None:
-        pytest.skip("ray is not importable (install the episcope[ray] extra)")
+        pytest.skip("ray is not importable (install the episcope-console[ray] extra)")
     ray_cli = Path(sys.executable).parent / "ray"
     command = str(ray_cli) if ray_cli.exists() else shutil.which("ray")
     # Ray's socket paths live under its temp dir and must stay short (107 bytes at most).
@@ -309,12 +309,12 @@ except ray_backend.RayUnavailable as exc:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 1 and "episcope[ray]" in lines[0] and "ray[default]==" in lines[0]
+    assert len(lines) == 1 and "episcope-console[ray]" in lines[0] and "ray[default]==" in lines[0]
 
 
 def test_an_unreachable_cluster_is_a_job_never_submitted(stage):
     if JobSubmissionClient is None:
-        pytest.skip("ray is not importable (install the episcope[ray] extra)")
+        pytest.skip("ray is not importable (install the episcope-console[ray] extra)")
     outcome = Job(f"http://127.0.0.1:{free_port()}", stage, ["true"]).run()
     assert outcome.state == "failed" and outcome.submission_id is None
     assert outcome.error.startswith("Ray at http://127.0.0.1:") and "\n" not in outcome.error

@@ -71,7 +71,7 @@ def run(args) -> int:
     try:
         from console.web_server import EpiscopeServer
     except ImportError:
-        raise CommandError("browser mode needs textual-serve (pip install 'episcope[serve]')") from None
+        raise CommandError("browser mode needs textual-serve (pip install 'episcope-console[serve]')") from None
     host = args.host or DEFAULT_HOST
     readonly = args.readonly
     if not is_loopback(host):

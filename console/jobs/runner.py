@@ -91,7 +91,7 @@ def _check_ray() -> None:
 
         job_submission_client()
     except ImportError as exc:
-        raise BackendUnavailable(f"ray backend needs episcope[ray] ({exc})") from None
+        raise BackendUnavailable(f"ray backend needs episcope-console[ray] ({exc})") from None
 
 
 def emit(on_output: OutputSink | None, stream: str, text: str | bytes) -> None:
