@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -212,3 +214,28 @@ def test_status_returns_promptly_with_receipts_naming_dev_zero_and_a_fifo(tmp_pa
     assert time.monotonic() - started < 30
     document = json.loads(status.stdout)
     assert all(u["path"] != str(ws / "timeline" / "receipt.json") for u in document["unreadable"])
+
+
+def test_events_follow_survives_a_fifo_named_like_a_line_file(tmp_path):
+    ws = tmp_path / "ws"
+    path = ws / RUNTIME / "telemetry.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(telemetry(1.0)) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "events", str(ws), "--follow", "--kind", "telemetry"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["data"]["monotonic_seconds"] == 1.0
+        time.sleep(0.5)
+        os.mkfifo(ws / RUNTIME / "evaluations.jsonl")  # no writer ever opens it
+        time.sleep(0.5)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(telemetry(2.0)) + "\n")
+        # Read with a deadline: a follower blocked on the FIFO would never print this.
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+        line = lines.get(timeout=20)
+        assert json.loads(line)["data"]["monotonic_seconds"] == 2.0
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
