@@ -1,10 +1,11 @@
 """The operator console: one Textual app for live watching and for replay.
 
-The app never parses files. Live, a worker thread follows the workspace through
-``Session.follow`` and leaves the newest state in one slot; a 5 Hz timer draws the slot
-if it changed, so a flood of events costs at most five redraws a second and each pane
-touches only the cells that changed. In replay, the same panes draw the states of a
-``Replay`` on a virtual clock.
+The app never parses files. Live, an async worker on the app's own loop follows the
+workspace through ``Session.follow_events`` (watchfiles) and posts ``EpisodeChanged`` per
+batch of new events; queued ones collapse into one, and a draw takes the newest state at
+most five times a second, so a flood of events costs a few snapshots and redraws a second
+and each pane touches only the cells that changed. In replay, the same panes draw the
+states of a ``Replay`` on a virtual clock.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import DataTable, Input
 
 from console.actions import (
@@ -51,6 +54,7 @@ from widgets.unreadable_list import UnreadableList
 from widgets.versions import VersionsPane
 
 DRAW_SECONDS = 0.2  # at most five redraws a second, however fast events arrive
+BACKLOG_MESSAGES = 20  # the follower reads no further while the app has this many messages to handle
 TICK_SECONDS = 1.0  # the running phase grows this often without new events
 REPLAY_SECONDS = 0.1
 REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
@@ -122,7 +126,11 @@ class EpiscopeApp(App):
         self.episode_state: EpisodeState = state or EpisodeState()
         self._pending: EpisodeState | None = self.episode_state
         self._shown: EpisodeState | None = None
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # also read by the watcher's own thread
+        self._session_changed = False
+        self.scanned = False  # the scan's thread folds the session until this is set
+        self._draw_timer: Timer | None = None
+        self._drawn_at = 0.0
         self._filter_target: Pane | None = None
         self._replay_last = time.monotonic()
         self._availability: tuple | None = None
@@ -159,7 +167,6 @@ class EpiscopeApp(App):
         self.query_one("#filter", Input).display = False
         jobs = self.query_one(JobsPane)
         jobs.fallback_workspace = self.launcher.workspace if self.launcher else self.episode_state.worktree
-        self.set_interval(DRAW_SECONDS, self.draw_pending)
         self.set_interval(TICK_SECONDS, self._tick)
         if self.replay is not None:
             self.set_interval(REPLAY_SECONDS, self._replay_tick)
@@ -170,45 +177,62 @@ class EpiscopeApp(App):
 
     # -- states in -------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="follow")
-    def follow_session(self) -> None:
-        """Scan, then follow the workspace; states land in one slot the draw timer reads."""
+    class EpisodeChanged(Message):
+        """The followed workspace produced new events. Only the newest state matters, so a
+        run of these in the queue is handled as one."""
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, EpiscopeApp.EpisodeChanged)
+
+    @work(exclusive=True, exit_on_error=False, group="follow")
+    async def follow_session(self) -> None:
+        """Scan (in a thread: a long episode takes a moment), then follow the workspace on
+        the app's loop. While the app is behind on its messages the follower reads no
+        further: the files keep the events, and the next batch brings them all."""
         session = self.session
-        self._pending = session.scan()
-        self._flush_recording()
-        if self._stop.is_set():
-            return
-        asyncio.run(self._follow(session))
+        try:
+            await asyncio.to_thread(session.scan)
+            self.scanned = True
+            self.post_message(self.EpisodeChanged())
+            async for _ in session.follow_events(self._stop):
+                self.post_message(self.EpisodeChanged())
+                while self.message_queue_size > BACKLOG_MESSAGES and not self._stop.is_set():
+                    await asyncio.sleep(DRAW_SECONDS / 4)
+        except Exception as exc:  # the console stays up, and says it no longer follows
+            self.notify(f"stopped following the workspace: {exc}", severity="error", timeout=30, markup=False)
 
-    async def _follow(self, session) -> None:
-        # Batches may arrive a hundred times a second; a snapshot (and the guards it runs)
-        # is taken at most once per draw interval, and always after the last batch.
-        loop = asyncio.get_running_loop()
-        scheduled = None
-        last = 0.0
-
-        def publish() -> None:
-            nonlocal scheduled, last
-            scheduled, last = None, loop.time()
-            self._pending = session.state
-            self._flush_recording()
-
-        async for _ in session.follow_events(self._stop):
-            if scheduled is None:
-                scheduled = loop.call_later(max(0.0, last + DRAW_SECONDS - loop.time()), publish)
-        if scheduled is not None:
-            scheduled.cancel()
-            publish()
+    def on_episcope_app_episode_changed(self, message: EpisodeChanged) -> None:
+        # The snapshot is taken when the draw comes, at most once per draw interval.
+        self._session_changed = True
+        self.schedule_draw()
 
     def _flush_recording(self) -> None:
         if self.recorder is not None:
             self.recorder.flush()
 
     def set_state(self, state: EpisodeState) -> None:
-        """Hand the console a new state (tests and replay); drawn on the next timer tick."""
+        """Hand the console a new state (tests and replay)."""
         self._pending = state
+        self.schedule_draw()
+
+    def schedule_draw(self) -> None:
+        """Draw now, or when DRAW_SECONDS have passed since the last draw (one timer at most)."""
+        if self._draw_timer is not None:
+            return
+        wait = self._drawn_at + DRAW_SECONDS - time.monotonic()
+        if wait <= 0:
+            self.draw_pending()
+        else:
+            self._draw_timer = self.set_timer(wait, self.draw_pending)
 
     def draw_pending(self) -> None:
+        if self._draw_timer is not None:
+            self._draw_timer.stop()
+            self._draw_timer = None
+        if self._session_changed:
+            self._session_changed = False
+            self._pending = self.session.state
+            self._flush_recording()
         state = self._pending
         if state is None or state is self._shown:
             return
@@ -216,8 +240,11 @@ class EpiscopeApp(App):
         try:
             self._draw(state)
         except NoMatches:
-            return  # the dashboard is still mounting or already torn down: the next tick draws
+            # The dashboard is still mounting or already torn down: try again shortly.
+            self._draw_timer = self.set_timer(DRAW_SECONDS, self.draw_pending)
+            return
         self._shown = state
+        self._drawn_at = time.monotonic()
         self.draws += 1
 
     def _draw(self, state: EpisodeState) -> None:

@@ -8,17 +8,17 @@ import time
 from pathlib import Path
 
 import pytest
-from console_fixture import build_episode
 from msgspec.structs import replace
-from spine_helpers import git, tele, write_lines
 from textual.widgets import DataTable, Input, Log, Static
 
 from console.actions import ACTIONS, ActionRefused, JobLauncher, sandbox_flags
-from console.app import EpiscopeApp
+from console.app import DRAW_SECONDS, EpiscopeApp
 from console.episode.session import Session
 from console.formats.job_record import MAX_SANDBOX_JOBS, job_record_from_obj, read_job_record
 from console.jobs.local import group_members
 from console.jobs.request import parse_request
+from console_fixture import build_episode
+from spine_helpers import git, tele, write_lines
 from widgets.abba_stats import AbbaStats
 from widgets.gpu_pane import GpuPane
 from widgets.header import EpisodeHeader
@@ -431,3 +431,30 @@ async def test_live_view_follows_appended_telemetry(tmp_path):
         while not shown() and time.monotonic() < deadline:
             await pilot.pause(0.1)
         assert shown()
+
+
+async def test_a_flood_of_events_costs_a_few_draws_and_keys_stay_prompt(tmp_path):
+    campaign, worktree = build_episode(tmp_path)
+    app = EpiscopeApp(session=Session(campaign), sample_gpu=False)
+    telemetry = worktree / ".atrex_long_horizon" / "telemetry.jsonl"
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: app.scanned and app.episode_state.event_count > 0, 10)
+        events_before, draws_before = app.episode_state.event_count, app.draws
+        started = time.monotonic()
+        key_seconds = []
+        for burst in range(40):  # 2,000 events in 40 appends, about one every 50 ms
+            write_lines(telemetry, [tele("phase_started", 600.0 + burst * 50 + k, iteration=f"episode-{burst + 2:04d}",
+                                         phase="research") for k in range(50)])
+            await pilot.pause(0.05)
+            if burst % 10 == 5:
+                pressed = time.monotonic()
+                await pilot.press("6" if burst % 20 == 5 else "7")
+                key_seconds.append(time.monotonic() - pressed)
+                assert app.focused.id == ("versions-table" if burst % 20 == 5 else "alerts-table")
+        await settle(pilot, lambda: app.episode_state.event_count >= events_before + 2000, 20)
+        elapsed = time.monotonic() - started
+        assert app.episode_state.event_count == events_before + 2000  # every event, once
+        assert "ep0041/#1" in app.query_one(PhaseTimeline).render().plain
+        # Batches collapse: draws are bounded by the draw interval, not by the batches.
+        assert app.draws - draws_before <= elapsed / DRAW_SECONDS + 2
+        assert max(key_seconds) < 1.0, key_seconds
