@@ -3,11 +3,11 @@
 Every record is a frozen ``msgspec.Struct`` whose fields default to ``None`` (unknown is
 ``None``, never 0) and whose types msgspec checks in :func:`convert`; unknown keys are
 ignored (AKA adds fields between generations). A value of the wrong type becomes one
-:class:`FormatError` line naming the field path, ``attempts[2].episode is ...``.
+:class:`FormatError` line naming the field path:
+``attempts[2].episode: Expected `int | null`, got `str```.
 
-Two JSON spellings need a type of their own: a memory version (``12`` or ``"v12"``, read
-as :class:`Version`) and an identifier written as a string or a number (:class:`Ident`).
-A free-form value shown as text (an experiment's structured ``evidence``) is
+A memory version, written ``12`` or ``"v12"``, is read as :class:`Version`; a free-form
+value shown as text (an experiment's structured ``evidence``) is
 :class:`Rendered`: JSON text when it is not a string.
 
 Readers on the GPU machine (evaluations, abba, job records) cannot use this module: that
@@ -37,10 +37,6 @@ class Version(int):
     """A memory version, written as ``12`` or ``"v12"``."""
 
 
-class Ident(str):
-    """An identifier written as a string or an integer; kept as a string."""
-
-
 class Rendered(str):
     """Free-form JSON shown as one line of text (objects as compact JSON)."""
 
@@ -55,7 +51,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
         return encoded
 
 
-def version_number(value: Any) -> int | None:
+def _version_number(value: Any) -> int | None:
     """``12`` or ``"v12"`` -> 12; anything else -> ``None``."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value if value >= 0 else None
@@ -68,17 +64,11 @@ def version_number(value: Any) -> int | None:
 
 def _decode(kind: type, value: Any) -> Any:
     if kind is Version:
-        number = version_number(value)
+        number = _version_number(value)
         if number is None:
             brief = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
             raise ValueError(f"{brief} is not a version (vN)")
         return Version(number)
-    if kind is Ident:
-        if isinstance(value, str):
-            return Ident(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return Ident(str(value))
-        raise TypeError(f"Expected `str`, got `{_json_type(value)}`")
     if kind is Rendered:
         if isinstance(value, str):
             return Rendered(value)
@@ -89,25 +79,9 @@ def _decode(kind: type, value: Any) -> Any:
 def _encode(value: Any) -> Any:
     if isinstance(value, Version):
         return int(value)
-    if isinstance(value, str):  # Ident, Rendered
+    if isinstance(value, str):  # Rendered
         return str(value)
     raise NotImplementedError(type(value))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return type(value).__name__
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def convert(obj: Any, kind: type[T], where: str | None = None) -> T:

@@ -83,11 +83,10 @@ class Attempt(Record, frozen=True):
                              "session_id", "promotion_commit", "outcome_commit"))
 
     def to_json(self) -> dict[str, Any]:
-        out = msgspec.to_builtins(msgspec.structs.replace(self, verification=None), enc_hook=_encode_str)
+        out = super().to_json()
         # The verdict as read (its record keeps the object) parses back to an equal record.
         out["verification"] = None if self.verification is None else dict(self.verification.raw)
-        encoded: dict[str, Any] = out
-        return encoded
+        return out
 
     @property
     def telemetry_summary(self) -> str | None:
@@ -100,14 +99,6 @@ class Attempt(Record, frozen=True):
     @property
     def telemetry_reason_codes(self) -> tuple[str, ...] | None:
         return self.telemetry.reason_codes if self.telemetry else None
-
-
-def _encode_str(value: Any) -> Any:
-    if isinstance(value, int):  # Version
-        return int(value)
-    if isinstance(value, str):  # Rendered
-        return str(value)
-    raise NotImplementedError(type(value))
 
 
 def parse_attempt(obj: Any, where: str | None = None) -> Attempt:
