@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.formats.abba import ABBA_PREFIX, read_abba_request, read_abba_run, read_abba_verdict
+from console.formats.abba import ABBA_PREFIX, parse_abba_batch, read_abba_request, read_abba_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "abba.py"
@@ -78,7 +78,7 @@ def test_pass_writes_every_artifact_in_schedule_order(repo, tmp_path):
     assert all(r["exit_code"] == 0 and r["result"]["argv"] == ["--iters", "5"] for r in runs)
     request = read_abba_request(verify / "request-0001.json").value
     assert request.repeats == 2 and request.manifests["candidate"]["commit"] == fast
-    assert len(read_abba_run(verify / "result-0001.json").value.runs) == 4
+    assert len(parse_abba_batch(json.loads((verify / "result-0001.json").read_text())).runs) == 4
     stored = read_abba_verdict(verify / "result.json", repeats=2).value
     assert stored.gate == "PASS" and stored.candidate_latency_us == pytest.approx(40.0)
     # the run directories are gone; the repository is untouched

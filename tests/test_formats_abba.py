@@ -9,15 +9,13 @@ import statistics
 import pytest
 
 from console.formats.abba import (
-    ABBA_PREFIX,
     AbbaRun,
     abba_schedule,
     compute_verdict,
-    parse_abba_line,
+    parse_abba_batch,
     parse_abba_run,
     parse_verdict,
     read_abba_request,
-    read_abba_run,
     read_abba_verdict,
 )
 from console.formats.problems import FormatError
@@ -112,15 +110,6 @@ def test_run_parsing_type_checks():
     assert isinstance(run, AbbaRun) and run.exit_code is None and run.result is None and not run.valid
 
 
-def test_remote_line():
-    payload = {"schema_version": 1, "runs": runs_for({"incumbent": [10.0], "candidate": [9.0]}, 1), "error": None}
-    batch = parse_abba_line(ABBA_PREFIX + json.dumps(payload))
-    assert batch.schema_version == 1 and len(batch.runs) == 2 and batch.error is None
-    for bad in ("hello", ABBA_PREFIX + "{", ABBA_PREFIX + "[]", ABBA_PREFIX + '{"schema_version": 1}'):
-        with pytest.raises(FormatError):
-            parse_abba_line(bad)
-
-
 def write(path, obj):
     path.write_text(json.dumps(obj, indent=2))
     return path
@@ -139,8 +128,8 @@ def test_verification_directory(tmp_path):
 
     request = read_abba_request(tmp_path / "request-0000.json")
     assert request.ok and request.value.repeats == 2 and request.value.schedule[1] == ("candidate", 0)
-    batch = read_abba_run(tmp_path / "result-0000.json")
-    assert batch.ok and [r.revision for r in batch.value.runs] == abba_schedule(2)
+    batch = parse_abba_batch(json.loads((tmp_path / "result-0000.json").read_text()))
+    assert [r.revision for r in batch.runs] == abba_schedule(2)
     verdict = read_abba_verdict(tmp_path / "result.json")
     assert verdict.ok and verdict.value.gate == "PASS"
     assert verdict.value.artifact == str(tmp_path / "result.json")
@@ -156,7 +145,7 @@ def test_verification_directory(tmp_path):
     assert read_abba_verdict(tmp_path / "result.json").value.gate == "ERROR"
     # A single run record is read as a batch of one.
     write(tmp_path / "result-0001.json", payload["runs"][0])
-    assert len(read_abba_run(tmp_path / "result-0001.json").value.runs) == 1
+    assert len(parse_abba_batch(json.loads((tmp_path / "result-0001.json").read_text())).runs) == 1
 
 
 def test_repeats_come_from_the_first_request_however_it_is_numbered(tmp_path):

@@ -5,10 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import subprocess
 import sys
-from datetime import datetime, timezone
 
 import pytest
 
@@ -16,13 +14,12 @@ from console.formats.evaluations import (
     RESULT_PREFIX,
     EvaluationRecord,
     evaluation_record,
-    find_result_line,
-    is_trusted,
     parse_evaluation_line,
     parse_result_json,
 )
 from console.formats.jsonio import append_json_line
 from console.formats.problems import FormatError
+from console.jobs.results import ResultScanner
 
 RESULT = {
     "all_pass": True,
@@ -82,7 +79,14 @@ def test_result_wrong_types_name_the_field(obj, field):
     assert field in message and "\n" not in message
 
 
-def test_find_result_line_takes_the_last_and_tolerates_noise():
+def last_result(stdout: str | bytes):
+    """The verdict the sandbox takes from an evaluator's stdout."""
+    scanner = ResultScanner()
+    scanner.feed(stdout.encode() if isinstance(stdout, str) else stdout)
+    return scanner.result()
+
+
+def test_the_last_result_line_counts_amid_noise():
     stdout = "\n".join(
         [
             "compiling...",
@@ -92,23 +96,23 @@ def test_find_result_line_takes_the_last_and_tolerates_noise():
             "bye",
         ]
     )
-    assert find_result_line(stdout).latency_us_geomean == 41.25
-    assert find_result_line(stdout.encode()).all_pass is True
-    assert find_result_line("no result here\n") is None
+    assert last_result(stdout).latency_us_geomean == 41.25
+    assert last_result(stdout.encode()).all_pass is True
+    assert last_result("no result here\n") is None
     with pytest.raises(FormatError):
-        find_result_line(RESULT_PREFIX + "{truncated")
+        last_result(RESULT_PREFIX + "{truncated")
 
 
 def test_nan_written_by_python_json_is_read():
     # A NaN-producing kernel: Python's json writes NaN, which strict JSON refuses.
     line = RESULT_PREFIX + json.dumps(dict(OLDER_RESULT, max_abs_err=float("nan")))
-    assert math.isnan(find_result_line(line).max_abs_err)
+    assert math.isnan(last_result(line).max_abs_err)
 
 
 def test_the_evaluator_line_of_a_real_process():
     code = f"import json; print('warmup'); print({RESULT_PREFIX!r} + json.dumps({RESULT!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert find_result_line(out).eval_id == "eval-5c1e"
+    assert last_result(out).eval_id == "eval-5c1e"
 
 
 def test_schema_2_record_round_trip(tmp_path):
@@ -123,7 +127,7 @@ def test_schema_2_record_round_trip(tmp_path):
     assert parsed.result.performance_score == 1.71
     old = parse_evaluation_line(second)
     assert old.schema_version == 1 and old.kernel_sha256 is None and old.gateway_kind is None
-    assert old.measured_at == datetime(2025, 5, 1, 10, tzinfo=timezone.utc).timestamp()
+    assert old.timestamp == "2025-05-01T10:00:00+00:00"
 
 
 @pytest.mark.parametrize(
@@ -157,28 +161,3 @@ def test_writer_refuses_what_the_reader_would_refuse():
         evaluation_record(RESULT, kernel_sha256=SHA, gateway_kind="profile", job_id=None)
     from_parsed = evaluation_record(parse_result_json(RESULT), kernel_sha256=SHA, gateway_kind="dev", job_id=None)
     assert from_parsed["result"] == RESULT
-
-
-def test_trust_rule(tmp_path):
-    kernel = tmp_path / "kernel.py"
-    kernel.write_text("x = 1\n")
-    sha = hashlib.sha256(kernel.read_bytes()).hexdigest()
-    mtime = kernel.stat().st_mtime
-    v2 = parse_evaluation_line(json.dumps(evaluation_record(RESULT, kernel_sha256=sha, gateway_kind="run", job_id="1")))
-    assert is_trusted(v2, sha, mtime)
-    assert not is_trusted(v2, hashlib.sha256(b"other").hexdigest(), mtime)
-    assert not is_trusted(v2, None, mtime)
-    v2_without_sha = parse_evaluation_line(b'{"schema_version": 2, "result": {"all_pass": true}}')
-    assert not is_trusted(v2_without_sha, sha, mtime)
-
-    def v1(at: float | str) -> EvaluationRecord:
-        stamp = at if isinstance(at, str) else datetime.fromtimestamp(at, timezone.utc).isoformat()
-        return parse_evaluation_line(json.dumps({"schema_version": 1, "timestamp": stamp, "result": RESULT}))
-
-    assert is_trusted(v1(mtime + 5), None, mtime)
-    assert not is_trusted(v1(mtime - 5), None, mtime)  # kernel.py changed after the measurement
-    assert not is_trusted(v1("yesterday"), None, mtime)
-    assert not is_trusted(v1(mtime + 5), None, None)
-    # A later edit of kernel.py invalidates the schema-1 record.
-    os.utime(kernel, (mtime + 60, mtime + 60))
-    assert not is_trusted(v1(mtime + 5), None, kernel.stat().st_mtime)

@@ -179,16 +179,6 @@ def parse_abba_batch(obj: Any) -> AbbaRunBatch:
     )
 
 
-def parse_abba_line(line: str | bytes) -> AbbaRunBatch:
-    """The payload after ``__ATREX_LONG_HORIZON_ABBA_RESULT__=``; :class:`FormatError` if bad."""
-    if isinstance(line, (bytes, bytearray)):
-        line = bytes(line).decode("utf-8", errors="replace")
-    text = line.strip()
-    if not text.startswith(ABBA_PREFIX):
-        raise FormatError("not an ABBA result line")
-    return parse_abba_batch(loads_lenient(text[len(ABBA_PREFIX):]))
-
-
 def parse_abba_request(obj: Any) -> AbbaRequest:
     f = Fields(obj)
     steps = f.array("schedule")
@@ -333,11 +323,6 @@ def _read(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> ReadResult
 
 def read_abba_request(path: str | os.PathLike[str]) -> ReadResult[AbbaRequest]:
     return _read(path, parse_abba_request)
-
-
-def read_abba_run(path: str | os.PathLike[str]) -> ReadResult[AbbaRunBatch]:
-    """``result-NNNN.json``: the runs of one shape batch."""
-    return _read(path, parse_abba_batch)
 
 
 def read_abba_verdict(

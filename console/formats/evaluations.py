@@ -2,8 +2,7 @@
 
 The evaluator prints one ``[test_kernel] RESULT_JSON={...}`` line; inside an episode every
 result is also appended to ``evaluations.jsonl``. Schema 2 records carry the sha256 of the
-``kernel.py`` they measured; schema 1 records do not, and are trusted only when they are not
-older than ``kernel.py`` itself.
+``kernel.py`` they measured; schema 1 records do not.
 
 Standard library only (json, not orjson): the evaluator side runs on the GPU machine.
 Python's json also accepts the NaN tokens an evaluator writes for a NaN-producing kernel.
@@ -87,20 +86,6 @@ def parse_result_line(line: str) -> EvaluatorResult:
     return parse_result_json(loads_lenient(text[len(RESULT_PREFIX):]))
 
 
-def find_result_line(text: str | bytes) -> EvaluatorResult | None:
-    """The last RESULT_JSON line of an evaluator's stdout.
-
-    ``None`` when there is none; :class:`FormatError` when the last one is malformed (the
-    sandbox reports that as "unparseable result", which is not the same as "no result").
-    """
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", errors="replace")
-    for line in reversed(text.splitlines()):
-        if line.strip().startswith(RESULT_PREFIX):
-            return parse_result_line(line)
-    return None
-
-
 class EvaluationRecord(NamedTuple):
     """One line of ``evaluations.jsonl``."""
 
@@ -114,12 +99,6 @@ class EvaluationRecord(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
-
-    @property
-    def measured_at(self) -> float | None:
-        """The record's timestamp as Unix seconds (``None`` when absent or unparseable)."""
-        return iso_seconds(self.timestamp)
-
 
 def parse_evaluation_line(line: bytes | str) -> EvaluationRecord:
     """Decode one ``evaluations.jsonl`` line; raise :class:`FormatError` with a one-line reason.
@@ -176,32 +155,3 @@ def evaluation_record(
         "kernel_sha256": kernel_sha256,
         "result": result,
     }
-
-
-def is_trusted(record: EvaluationRecord, kernel_sha256: str | None, kernel_mtime: float | None) -> bool:
-    """Whether ``record`` measured the current ``kernel.py``.
-
-    Schema 2: its fingerprint equals ``kernel_sha256``. Schema 1 (no fingerprint): its
-    timestamp is not older than ``kernel_mtime`` (Unix seconds), i.e. the kernel has not
-    changed since; an unparseable timestamp is not trusted.
-    """
-    if record.schema_version >= 2:
-        return kernel_sha256 is not None and record.kernel_sha256 == kernel_sha256
-    measured = record.measured_at
-    return measured is not None and kernel_mtime is not None and measured >= kernel_mtime
-
-
-def iso_seconds(value: str | None) -> float | None:
-    """ISO-8601 text as Unix seconds; a timestamp without an offset is taken as UTC."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    try:
-        return moment.timestamp()
-    except (OverflowError, ValueError, OSError):
-        return None
