@@ -18,7 +18,6 @@ from console.formats.journal import parse_journal
 from console.formats.live_memory import parse_live_memory
 from console.formats.memory import parse_memory_version
 from console.formats.problems import FormatError
-from console.formats.profile_summary import parse_source_evidence
 from console.formats.records import Record, Version, convert, field_error
 from console.formats.supervisor import parse_active_episode, parse_attempt, parse_state
 from console.formats.telemetry_summary import parse_telemetry_summary
@@ -86,7 +85,6 @@ def test_unknown_keys_ignored_and_absent_is_none_never_zero():
                                 "experience": {"experiments": [1, 2]}, "open_directions": [{"k": 1}]}),
         (parse_telemetry_summary, {"schema": "s", "version": "v2", "phase_tokens": {
             "phases": {"profile": {"usage": {"total_tokens": 5}}}, "coverage": {"profile": 1.0}}}),
-        (parse_source_evidence, {"evidence": [{"name": "n", "status": "odd"}], "schema": "x"}),
     ],
 )
 def test_to_json_parses_back_to_an_equal_record(parse, document):

@@ -10,7 +10,6 @@ from console.formats.problems import FormatError
 from console.formats.supervisor import (
     parse_attempt,
     parse_state,
-    parse_supervisor_log_line,
     read_active_episode,
     read_attempt,
     read_state,
@@ -121,24 +120,3 @@ def test_active_episode_modes(tmp_path):
     bad = read_active_episode(write(tmp_path / "a.json", dict(active, mode=3)))
     assert bad.value is None and "mode" in bad.problems[0].error
     assert read_active_episode(tmp_path / "missing.json").problems == ()
-
-
-def test_log_lines():
-    line = f"[long-horizon] episode=3 mode=full status=candidate_ready accepted=True version=v5 tokens=1843210 commit={SHA_B}"
-    assert parse_supervisor_log_line(line) == {
-        "kind": "episode", "episode": 3, "mode": "full", "status": "candidate_ready", "accepted": True,
-        "version": "v5", "tokens": 1843210, "commit": SHA_B,
-    }
-    older = parse_supervisor_log_line("[long-horizon] episode=2 status=pivot accepted=False tokens=99 promotion=-\n")
-    assert older["promotion"] is None and older["accepted"] is False
-    stop = parse_supervisor_log_line(
-        "[long-horizon] STOP stall: 5 episodes without promotion; episodes=12 accepted=3 rejected=6 "
-        "pivoted=2 blocked=1 protocol_failures=0 tokens=20400000"
-    )
-    assert stop["kind"] == "stop" and stop["reason"] == "stall: 5 episodes without promotion"
-    assert stop["episodes"] == 12 and stop["tokens"] == 20400000
-    assert parse_supervisor_log_line("[long-horizon] STOP blocked")["reason"] == "blocked"
-    assert parse_supervisor_log_line(b"[long-horizon] retrying after gateway outage") == {
-        "kind": "message", "text": "retrying after gateway outage"}
-    assert parse_supervisor_log_line("[repository-horizon] episode=1") is None
-    assert parse_supervisor_log_line("") is None

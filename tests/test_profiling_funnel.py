@@ -5,15 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from console.formats import profile_summary_text as summary_text
-from console.formats.profile_json import PROFILE_PREFIX, parse_profile_line, read_gateway_profile
-from console.formats.profile_summary import read_profile_summary, read_source_evidence
+from console.formats.profile_json import parse_profile_json, read_gateway_profile
+from console.formats.profile_summary import read_profile_summary
 from console.profiling import diagnosis, funnel
 from console.profiling.ncu_csv import NcuCsvError, parse_details_page, parse_number, parse_raw_page
 from console.profiling.result import load_profile_dir
@@ -170,9 +169,9 @@ def test_localize_lists_only_files_that_exist(deep, tmp_path):
 
 def test_source_evidence_from_the_sass_page(deep):
     out, _ = deep["strided"]
-    manifest = read_source_evidence(out / "analysis" / "source_evidence_manifest.json").value
-    assert manifest.schema == "v1"
-    assert {e.name: e.status for e in manifest.evidence} == {
+    manifest = json.loads((out / "analysis" / "source_evidence_manifest.json").read_text())
+    assert manifest["schema"] == "v1"
+    assert {e["name"]: e["status"] for e in manifest["evidence"]} == {
         "warp_stalls_line_run": "ok", "source_metrics_line_run": "ok", "disasm_run": "ok"}
     stalls = json.loads((out / "analysis" / "warp_stalls_line_run.json").read_text())
     assert stalls["total_samples"] > 0 and stalls["rows"][0]["counters"]["stall_long_sb"] > 0
@@ -214,14 +213,10 @@ def test_console_readers_on_captured_outputs():
     doc = read_gateway_profile(FIX / "tail" / "deep" / "gateway_profile.json").value
     assert doc.level == "deep" and doc.kernels[0].name == "fma_tail" and "B" in doc.kernels[0].pattern_ids
     assert doc.kernels[0].duration_ns > 0
-    line = PROFILE_PREFIX + (FIX / "tail" / "deep" / "gateway_profile.json").read_text().replace("\n", "")
-    assert parse_profile_line(line).kernels[0].name == "fma_tail"
     summary = read_profile_summary(FIX / "tail" / "deep" / "summary.txt").value
     assert summary.kernel == "fma_tail" and summary.patterns[0][0] == "B" and summary.symptoms
     assert read_gateway_profile(FIX / "nope.json").value is None
     legacy = {"profiler": "ncu", "level": "sol", "kernels": [{"name": "k", "duration": 2.5, "duration_unit": "us"}]}
-    from console.formats.profile_json import parse_profile_json
-
     old = parse_profile_json(legacy)
     assert old.kernels[0].duration_ns == 2500 and old.kernel_count is None and old.kernels[0].bound is None
 

@@ -1,4 +1,4 @@
-"""PROFILE_JSON (FORMATS §9): `<sync>/gateway_profile.json` and `[sandbox] PROFILE_JSON=` lines.
+"""PROFILE_JSON (FORMATS §9): `<sync>/gateway_profile.json`.
 
 Lenient: both generations (with or without kernel_count/total_duration_us/dominant_kernel/
 kernels_omitted) read; a field that is missing or of the wrong type is None, never 0.
@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from .jsonio import loads, read_json_document
+from .jsonio import read_json_document
 from .problems import FormatError, ReadResult
 
 PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
@@ -109,19 +109,6 @@ def parse_profile_json(obj: Any) -> GatewayProfile:
         kernel_sha256=_str(obj.get("kernel_sha256")), note=_str(obj.get("note")),
         symptoms=strings("symptoms"), localize=strings("localize"),
     )
-
-
-def parse_profile_line(line: bytes | str) -> GatewayProfile:
-    """A `[sandbox] PROFILE_JSON=<json>` output line."""
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-    text = text.strip()
-    if not text.startswith(PROFILE_PREFIX):
-        raise FormatError(f"not a {PROFILE_PREFIX!r} line")
-    try:
-        obj = loads(text[len(PROFILE_PREFIX):])
-    except ValueError as exc:
-        raise FormatError(f"invalid JSON after {PROFILE_PREFIX}: {' '.join(str(exc).split())}") from None
-    return parse_profile_json(obj)
 
 
 def read_gateway_profile(path: str | os.PathLike[str]) -> ReadResult[GatewayProfile]:

@@ -1,19 +1,15 @@
-"""summary.txt and analysis/source_evidence_manifest.json of a profile directory (FORMATS §9)."""
+"""summary.txt of a profile directory (FORMATS §9)."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import msgspec
 
 from .bounded_read import read_regular_file
-from .jsonio import read_json_document
 from .problems import FormatError, ReadResult, Unreadable, one_line
 from .profile_summary_text import DIAGNOSIS, HEADER, parse
 from .records import Record, convert
-
-EVIDENCE_STATUSES = ("ok", "missing", "error", "skipped")
 
 
 class ProfileSummary(Record, frozen=True):
@@ -44,28 +40,3 @@ def read_profile_summary(path: str | os.PathLike[str]) -> ReadResult[ProfileSumm
         return ReadResult(parse_profile_summary(text))
     except FormatError as exc:
         return ReadResult(None, (Unreadable(name, None, one_line(exc)),))
-
-
-class EvidenceEntry(Record, frozen=True):
-    name: str
-    json: str | None = None
-    txt: str | None = None
-    purpose: str | None = None
-    status: str | None = None  # ok | missing | error | skipped; None for an unknown word
-
-    def __post_init__(self) -> None:
-        if self.status not in EVIDENCE_STATUSES:
-            msgspec.structs.force_setattr(self, "status", None)
-
-
-class SourceEvidence(Record, frozen=True):
-    evidence: tuple[EvidenceEntry, ...]
-    schema: str | None = None
-
-
-def parse_source_evidence(obj: Any) -> SourceEvidence:
-    return convert(obj, SourceEvidence)
-
-
-def read_source_evidence(path: str | os.PathLike[str]) -> ReadResult[SourceEvidence]:
-    return read_json_document(path, parse_source_evidence)

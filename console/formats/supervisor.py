@@ -11,7 +11,6 @@ per-attempt tokens to it.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +20,6 @@ from .abba import AbbaVerdict, parse_verdict
 from .problems import FormatError, ReadResult
 from .records import Record, Rendered, Version, blank_to_none, convert, read_document
 
-LOG_PREFIX = "[long-horizon]"
 # The four modes of both generations. An unknown mode is kept as written rather than
 # refusing the whole document: the console must still show an episode a newer supervisor
 # runs; ``ActiveEpisode.known_mode`` says whether it is one of these.
@@ -195,60 +193,3 @@ def read_active_episode(path: str | os.PathLike[str]) -> ReadResult[ActiveEpisod
     """``active_episode.json``; a missing file means no episode is running."""
     parse: Callable[[Any, Callable[[str], None]], ActiveEpisode] = lambda obj, note: parse_active_episode(obj)
     return read_document(path, parse)
-
-
-# -- log lines -------------------------------------------------------------------------
-
-_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
-
-
-def _log_value(text: str) -> Any:
-    if text in ("-", "None", ""):
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    if re.fullmatch(r"-?\d{1,18}", text):
-        return int(text)
-    return text
-
-
-def _pairs(text: str) -> dict[str, Any] | None:
-    """``k=v k=v`` with nothing else, or ``None``."""
-    tokens = text.split()
-    out: dict[str, Any] = {}
-    for token in tokens:
-        match = _PAIR.fullmatch(token)
-        if match is None:
-            return None
-        out[match.group(1)] = _log_value(match.group(2))
-    return out if tokens else None
-
-
-def parse_supervisor_log_line(line: str | bytes) -> dict[str, Any] | None:
-    """One supervisor stdout line as a dict, or ``None`` when it is not a ``[long-horizon]``
-    line.
-
-    - ``[long-horizon] episode=3 mode=full status=candidate_ready accepted=True version=v5
-      tokens=1843210 commit=<sha>`` -> ``{"kind": "episode", "episode": 3, ...}`` (``-``
-      reads as ``None``, ``True``/``False`` as booleans, integers as integers);
-    - ``[long-horizon] STOP <reason>; episodes=.. accepted=..`` -> ``{"kind": "stop",
-      "reason": ..., "episodes": .., ...}``;
-    - any other ``[long-horizon]`` line -> ``{"kind": "message", "text": ...}``.
-    """
-    if isinstance(line, (bytes, bytearray)):
-        line = bytes(line).decode("utf-8", errors="replace")
-    text = line.strip()
-    if not text.startswith(LOG_PREFIX):
-        return None
-    rest = text[len(LOG_PREFIX):].strip()
-    if rest.startswith("STOP"):
-        reason, separator, tail = rest[4:].rpartition(";")
-        counters = _pairs(tail) if separator else None
-        if counters is not None:
-            return {**counters, "kind": "stop", "reason": reason.strip() or None}
-        return {"kind": "stop", "reason": rest[4:].strip() or None}
-    pairs = _pairs(rest)
-    if pairs is not None and "episode" in pairs:
-        return {**pairs, "kind": "episode"}
-    return {"kind": "message", "text": rest}
-
