@@ -46,7 +46,7 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", os.devnull),  # no hook can exist there
     ("core.untrackedCache", "false"),
     ("core.pager", "cat"),
-    ("diff.external", ""),
+    ("diff.external", ""),  # an empty command fails rather than runs; diffs pass --no-ext-diff
     ("log.showSignature", "false"),
     ("gpg.program", "false"),  # a %G? format (export-subst in git archive) would run it
     ("gpg.openpgp.program", "false"),
