@@ -81,7 +81,7 @@ class Attempt(Record, frozen=True):
                              "session_id", "promotion_commit", "outcome_commit"))
 
     def to_json(self) -> dict[str, Any]:
-        out = super().to_json()
+        out = Record.to_json(msgspec.structs.replace(self, verification=None))
         # The verdict as read (its record keeps the object) parses back to an equal record.
         out["verification"] = None if self.verification is None else dict(self.verification.raw)
         return out
