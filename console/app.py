@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -38,7 +39,9 @@ from console.actions import (
 )
 from console.episode.state import EpisodeState
 from console.formats.job_record import MAX_SANDBOX_JOBS
+from console.paths import config_file
 from console.screens.dashboard import DashboardScreen
+from console.settings import load_keymap
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
 from widgets.common import get
@@ -81,26 +84,38 @@ class EpiscopeApp(App):
     COMMANDS = App.COMMANDS | {EpiscopeCommands}
     ENABLE_COMMAND_PALETTE = True
 
+    # Every binding has an id (the keymap in config.toml remaps by id) and says what it does
+    # in its tooltip, which the help screen lists; bindings that share a tooltip share a row.
     BINDINGS = [
-        Binding("q", "quit", "quit", id="app.quit"),
-        Binding("question_mark,f1", "help", "help", id="app.help"),
-        Binding("escape", "back", "back", show=False, id="app.back"),
-        Binding("slash", "filter", "filter", id="app.filter"),
-        Binding("t", "open_timeline", "timeline", show=False, id="app.timeline"),
-        *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, id=f"app.pane{n}") for n in range(1, 9)],
-        *[Binding(a.key, f"launch('{a.name}')", a.label, id=f"job.{a.name}") for a in ACTIONS],
-        Binding("x", "cancel_job", "cancel", id="job.cancel"),
-        Binding("space", "toggle_play", "play/pause", id="replay.play"),
-        Binding("plus", "speed(1)", "faster", id="replay.faster"),
-        Binding("minus", "speed(-1)", "slower", id="replay.slower"),
-        Binding("full_stop", "step(1)", "next event", id="replay.next"),
-        Binding("comma", "step(-1)", "prev event", show=False, id="replay.prev"),
-        Binding("greater_than_sign", "jump('phase', 1)", "next phase", show=False, id="replay.next_phase"),
-        Binding("less_than_sign", "jump('phase', -1)", "prev phase", show=False, id="replay.prev_phase"),
-        Binding("v", "jump('version', 1)", "next version", show=False, id="replay.next_version"),
-        Binding("V", "jump('version', -1)", "prev version", show=False, id="replay.prev_version"),
-        Binding("home", "seek_end(0)", "start", show=False, id="replay.start"),
-        Binding("end", "seek_end(1)", "end", show=False, id="replay.end"),
+        Binding("q", "quit", "quit", tooltip="quit (jobs this console started are ended)", id="app.quit"),
+        Binding("question_mark,f1", "help", "help", tooltip="this help: every key and what it does now",
+                id="app.help"),
+        Binding("escape", "back", "back", show=False, tooltip="back: close the filter, clear it, or leave a screen",
+                id="app.back"),
+        Binding("slash", "filter", "filter", tooltip="filter the focused table (Esc clears)", id="app.filter"),
+        Binding("t", "open_timeline", "timeline", tooltip="open the newest intra-kernel timeline receipt",
+                id="app.timeline"),
+        *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, tooltip="move to that pane (Tab steps)",
+                  id=f"app.pane{n}") for n in range(1, 9)],
+        *[Binding(a.key, f"launch('{a.name}')", a.label, tooltip=f"{a.title}: {a.description}", id=f"job.{a.name}")
+          for a in ACTIONS],
+        Binding("x", "cancel_job", "cancel", tooltip="cancel the selected job (asks first)", id="job.cancel"),
+        Binding("space", "toggle_play", "play/pause", tooltip="play / pause", id="replay.play"),
+        Binding("plus", "speed(1)", "faster", tooltip="faster / slower", id="replay.faster"),
+        Binding("minus", "speed(-1)", "slower", tooltip="faster / slower", id="replay.slower"),
+        Binding("full_stop", "step(1)", "next event", tooltip="step to the next / previous event", id="replay.next"),
+        Binding("comma", "step(-1)", "prev event", show=False, tooltip="step to the next / previous event",
+                id="replay.prev"),
+        Binding("greater_than_sign", "jump('phase', 1)", "next phase", show=False,
+                tooltip="jump to the next / previous phase start", id="replay.next_phase"),
+        Binding("less_than_sign", "jump('phase', -1)", "prev phase", show=False,
+                tooltip="jump to the next / previous phase start", id="replay.prev_phase"),
+        Binding("v", "jump('version', 1)", "next version", show=False,
+                tooltip="jump to the next / previous canonical memory version", id="replay.next_version"),
+        Binding("V", "jump('version', -1)", "prev version", show=False,
+                tooltip="jump to the next / previous canonical memory version", id="replay.prev_version"),
+        Binding("home", "seek_end(0)", "start", show=False, tooltip="start / end of the episode", id="replay.start"),
+        Binding("end", "seek_end(1)", "end", show=False, tooltip="start / end of the episode", id="replay.end"),
     ]
 
     def __init__(self, *, session=None, replay=None, state: EpisodeState | None = None, readonly: bool = False,
@@ -164,6 +179,10 @@ class EpiscopeApp(App):
     def on_mount(self) -> None:
         if self.readonly:
             self.add_class("-readonly")
+        keymap, warning = load_keymap(config_file(), self.binding_ids())
+        self.set_keymap(keymap)
+        if warning:
+            self.notify(warning, severity="warning", timeout=20, markup=False)
         self.query_one("#filter", Input).display = False
         jobs = self.query_one(JobsPane)
         jobs.fallback_workspace = self.launcher.workspace if self.launcher else self.episode_state.worktree
@@ -342,7 +361,30 @@ class EpiscopeApp(App):
             return True if self.why_blocked(parameters[0]) is None else None
         if action == "cancel_job":
             return True if self.why_blocked("cancel_job") is None else None
+        if action == "open_timeline":
+            return True if self.receipts() else None
         return True
+
+    def why_binding_blocked(self, binding: Binding) -> str | None:
+        """Why the action of a dimmed binding is refused now (the help screen shows it)."""
+        if binding.id == "job.cancel":
+            return self.why_blocked("cancel_job")
+        if binding.id and binding.id.startswith("job."):
+            return self.why_blocked(binding.id.removeprefix("job."))
+        if binding.id == "app.timeline":
+            return "no timeline receipt in this episode yet"
+        return None
+
+    def binding_ids(self) -> Iterator[str]:
+        """Every binding id a keymap may name (the screens are imported only when asked)."""
+        from console.screens.confirm import ConfirmScreen
+        from console.screens.help import HelpScreen
+        from console.screens.timeline import TimelineScreen
+
+        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, ReplayBar):
+            for binding in owner.BINDINGS:
+                if isinstance(binding, Binding) and binding.id:
+                    yield binding.id
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # The selected kernel or job decides which actions are available.
@@ -453,12 +495,13 @@ class EpiscopeApp(App):
             self.pop_screen()
 
     def action_help(self) -> None:
-        from console.screens.help import HelpScreen
+        from console.screens.help import HelpScreen, help_rows
 
-        blocked = {a.name: why for a in ACTIONS if (why := self.why_blocked(a.name))}
-        if why := self.why_blocked("cancel_job"):
-            blocked["cancel_job"] = why
-        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, blocked=blocked))
+        pane = self._focused_pane()
+        rows = help_rows(self.screen.active_bindings, key_display=self.get_key_display,
+                         why_blocked=self.why_binding_blocked,
+                         focused=f"in {pane.title}" if pane is not None else "focused widget")
+        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, rows=rows))
 
     def receipts(self) -> list[str]:
         """Paths of the timeline receipts the episode holds now."""

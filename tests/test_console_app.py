@@ -458,3 +458,119 @@ async def test_a_flood_of_events_costs_a_few_draws_and_keys_stay_prompt(tmp_path
         # Batches collapse: draws are bounded by the draw interval, not by the batches.
         assert app.draws - draws_before <= elapsed / DRAW_SECONDS + 2
         assert max(key_seconds) < 1.0, key_seconds
+
+
+def squeezed(text: str) -> str:
+    """Text without any white space: wrapped lines compare equal to the words they hold."""
+    return "".join(text.split())
+
+
+def help_text(app) -> str:
+    from console.screens.help import HelpScreen
+
+    assert isinstance(app.screen, HelpScreen)
+    return texts(app.screen.query_one(Static))
+
+
+def every_binding():
+    from console.screens.confirm import ConfirmScreen
+    from console.screens.help import HelpScreen
+    from console.screens.timeline import TimelineScreen
+    from widgets.replay_bar import ReplayBar
+
+    for owner in (EpiscopeApp, HelpScreen, ConfirmScreen, TimelineScreen, ReplayBar):
+        yield from ((owner, binding) for binding in owner.BINDINGS)
+
+
+def test_every_binding_has_an_id_the_keymap_can_name():
+    ids = [binding.id for _, binding in every_binding()]
+    assert all(ids), [(owner.__name__, binding.key) for owner, binding in every_binding() if not binding.id]
+    assert len(ids) == len(set(ids))
+
+
+async def test_help_is_generated_from_the_active_bindings(episode, tmp_path):
+    _, worktree, state = episode
+    app = make_app(state, tmp_path, launcher=JobLauncher(worktree))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6", "f1")
+        shown = help_text(app)
+        # Every binding of the live console is listed with what it does, hidden ones too (t, 1-8, Esc).
+        for binding in EpiscopeApp.BINDINGS:
+            if not binding.id.startswith("replay."):
+                assert squeezed(binding.tooltip) in squeezed(shown), binding.id
+        assert "1 2 3 4 5 6 7 8" in shown and "in Versions" in shown  # the focused pane's own keys
+        assert "play / pause" not in shown  # replay keys exist only in replay
+        # A refused action says why.
+        assert squeezed("ABBA compare") in squeezed(shown)
+        assert squeezed("[no commit since the base commit]") in squeezed(shown)
+        await pilot.press("escape")
+
+
+async def test_replay_help_lists_the_replay_keys(tmp_path):
+    from console.episode.replay import Replay, episode_events
+
+    campaign, _ = build_episode(tmp_path)
+    workspace, events = episode_events(campaign)
+    replay = Replay(events, campaign_root=str(workspace.campaign_root), campaign=workspace.name)
+    app = EpiscopeApp(replay=replay, sample_gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        shown = help_text(app)
+        assert "replay mode" in shown
+        for tooltip in ("play / pause", "faster / slower", "step to the next / previous event",
+                        "jump to the next / previous phase start", "start / end of the episode"):
+            assert squeezed(tooltip) in squeezed(shown)
+        assert "[replay]" in shown  # job keys are dimmed, with the reason
+
+
+def write_config(tmp_path, monkeypatch, text: str):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    path = tmp_path / "config" / "episcope" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def toasts(app) -> str:
+    """What the notifications on screen say (white space squeezed out: toasts wrap)."""
+    from textual.widgets._toast import Toast
+
+    return squeezed("".join(texts(toast) for toast in app.screen.query(Toast))).replace("▌", "")
+
+
+async def test_keymap_from_the_config_file_remaps_keys_footer_and_help(episode, tmp_path, monkeypatch):
+    _, worktree, state = episode
+    write_config(tmp_path, monkeypatch, '[keymap]\n"job.benchmark_run" = "B"\n"app.help" = "h"\n')
+    launcher = JobLauncher(worktree, extra_flags=("--dry-run",), log_dir=tmp_path / "out")
+    app = make_app(state, tmp_path, launcher=launcher)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("b")
+        assert launcher.launched == []  # the default key is gone
+        await pilot.press("B")
+        assert [job.action for job in launcher.launched] == ["benchmark_run"]
+        launcher.launched[0].process.wait(30)
+        keys = {description: key for key, _, description, _ in app.query_one(KeyBar).shown}
+        assert keys["bench"] == "B" and keys["help"] == "h"
+        await pilot.press("f1")
+        assert not type(app.screen).__name__ == "HelpScreen"  # f1 was remapped as well
+        await pilot.press("h")
+        shown = help_text(app)
+        assert "\nB " in shown and "Benchmark run" in shown
+
+
+async def test_a_bad_config_is_one_warning_and_default_keys(episode, tmp_path, monkeypatch):
+    write_config(tmp_path, monkeypatch, "[keymap\nnot toml at all")
+    app = make_app(episode[2], tmp_path)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot, lambda: "config.toml" in toasts(app))
+        assert squeezed("default keys in use:") in toasts(app) and squeezed("config.toml not read (") in toasts(app)
+        await pilot.press("f1")
+        assert type(app.screen).__name__ == "HelpScreen"
+    write_config(tmp_path, monkeypatch, '[keymap]\n"job.nonsense" = "z"\n"app.help" = 3\n"app.filter" = "F"\n')
+    app = make_app(episode[2], tmp_path)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot, lambda: "ignored" in toasts(app))
+        assert squeezed("keymap entries ignored: 'job.nonsense', 'app.help' (unknown binding id") in toasts(app)
+        await pilot.press("6", "F")  # the good entry still applies
+        assert app.query_one("#filter", Input).has_focus

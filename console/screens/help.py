@@ -1,35 +1,69 @@
-"""F1 / ``?``: every key of the console, grouped, with what it does right now."""
+"""F1 / ``?``: every key the console answers now, generated from the active bindings.
+
+The rows are the bindings of the screen beneath: the app's, the screen's and the focused
+pane's, after the operator's keymap, so a remapped key or a key that exists only in replay
+shows as it is. Bindings that share an action or a tooltip share a row (``?`` and F1,
+``1``…``8``); a dimmed one says why it is refused now.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.binding import Binding
+from textual.app import App
+from textual.binding import ActiveBinding, Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from console.actions import ACTIONS
+from console.formats.job_record import MAX_SANDBOX_JOBS
 
-GENERAL = (
-    ("1-8 / Tab", "move between panes"),
-    ("/", "filter the focused table (Esc clears)"),
-    ("Enter", "on a job: follow its log"),
-    ("t", "open the newest intra-kernel timeline receipt"),
-    ("ctrl+p", "command palette: actions that make sense now, jumps"),
-    ("? / F1", "this help"),
-    ("Esc", "back / clear filter"),
-    ("q", "quit (jobs this console started are ended)"),
-)
-REPLAY = (
-    ("space", "play / pause"),
-    ("+ / -", "faster / slower"),
-    (". / ,", "step to the next / previous event"),
-    ("> / <", "jump to the next / previous phase start"),
-    ("v / V", "jump to the next / previous canonical memory version"),
-    ("home / end", "start / end of the episode"),
-    ("scrubber", "click to seek; ←/→ 1%, shift+←/→ 10%"),
-)
+# Binding id prefix -> group title; bindings of the app or screen without an id are "console".
+GROUPS = {"app": "console", "job": "jobs", "replay": "replay"}
+GROUP_NOTES = {"jobs": f"each a sandbox job in the episode workspace (max {MAX_SANDBOX_JOBS} at once)"}
+
+
+@dataclass
+class HelpRow:
+    group: str
+    text: str
+    keys: list[str] = field(default_factory=list)
+    enabled: bool = True
+    why: str | None = None
+
+
+def help_rows(bindings: Mapping[str, ActiveBinding], *, key_display: Callable[[Binding], str],
+              why_blocked: Callable[[Binding], str | None], focused: str = "focused pane") -> list[HelpRow]:
+    """One row per action (or per tooltip shared by several), grouped, in binding order; the
+    bindings of the focused widgets (not the app's or the screen's) form the group ``focused``."""
+    tips: dict[tuple[int, str], str] = {}
+    for active in bindings.values():
+        binding, owner = active.binding, id(active.node)
+        # Our bindings (those with an id) speak for an action Textual also binds (ctrl+q, q).
+        if binding.tooltip and (binding.id or (owner, binding.action) not in tips):
+            tips[(owner, binding.action)] = binding.tooltip
+    rows: dict[tuple[str, str], HelpRow] = {}
+    for active in bindings.values():
+        binding = active.binding
+        owner = id(active.node)
+        if isinstance(active.node, (App, Screen)):
+            group = GROUPS.get((binding.id or "").partition(".")[0], "console")
+        else:
+            group = focused
+        text = tips.get((owner, binding.action)) or binding.description or binding.action
+        row = rows.setdefault((group, text), HelpRow(group, text))
+        display = key_display(binding)
+        if display not in row.keys:
+            row.keys.append(display)
+        if not active.enabled:
+            row.enabled = False
+            row.why = row.why or why_blocked(binding)
+    order = [*dict.fromkeys(GROUPS.values()), focused]
+    return sorted(rows.values(), key=lambda r: order.index(r.group))
 
 
 class HelpScreen(ModalScreen[None]):
@@ -43,40 +77,32 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", id="help.close")]
 
-    def __init__(self, *, mode: str, readonly: bool, blocked: dict[str, str]) -> None:
+    def __init__(self, *, mode: str, readonly: bool, rows: list[HelpRow]) -> None:
         super().__init__()
         self.mode = mode
         self.readonly = readonly
-        self.blocked = blocked  # action name -> why it is unavailable now
+        self.rows = rows
 
     def compose(self):
         table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold cyan", width=12)
+        table.add_column(style="bold cyan", width=16)
         table.add_column()
-        table.add_row(Text("episcope console", style="bold"), Text(f"{self.mode} mode" + (", read-only" if self.readonly else "")))
-        table.add_row("", "")
-        for key, what in GENERAL:
-            table.add_row(key, what)
-        table.add_row("", "")
-        table.add_row(Text("jobs", style="bold"), Text("each a sandbox job in the episode workspace (max 4 at once)", style="dim"))
-        for action in ACTIONS:
-            why = self.blocked.get(action.name)
-            line = Text(f"{action.title}: {action.description}")
-            if why:
+        title = Text.assemble(("episcope console", "bold"), f"  {self.mode} mode" + (", read-only" if self.readonly else ""))
+        group = None
+        for row in self.rows:
+            if row.group != group:
+                if group is not None:
+                    table.add_row("", "")
+                group = row.group
+                table.add_row(Text(group, style="bold"), Text(GROUP_NOTES.get(group, ""), style="dim"))
+            line = Text(row.text)
+            if not row.enabled:
                 line.stylize("dim")
-                line.append(f"  [{why}]", style="yellow")
-            table.add_row(action.key, line)
-        cancel_why = self.blocked.get("cancel_job")
-        line = Text("cancel the selected job (asks first)", style="dim" if cancel_why else "")
-        if cancel_why:
-            line.append(f"  [{cancel_why}]", style="yellow")
-        table.add_row("x", line)
-        if self.mode == "replay":
-            table.add_row("", "")
-            for key, what in REPLAY:
-                table.add_row(key, what)
+                if row.why:
+                    line.append(f"  [{row.why}]", style="yellow")
+            table.add_row(Text(" ".join(row.keys)), line)
         with VerticalScroll():
-            yield Static(table)
+            yield Static(Group(title, Text(""), table))
 
     async def action_dismiss(self, result=None) -> None:
         self.dismiss(None)
