@@ -59,7 +59,8 @@ def write_receipt(directory: Path) -> Path:
         for seq, (site, kind, ts) in enumerate(((1, 0, base), (1, 1, base + 400), (2, 0, base + 500), (2, 1, base + 900))):
             slot = owner * 8 + seq
             records[slot, 0] = ts
-            records[slot, 1] = abi.make_tag(site, kind, sm) << 32  # payload 0 in the low word, tag above
+            tag = (site & abi.SITE_MASK) | (kind << abi.KIND_SHIFT) | ((sm & abi.SM_MASK) << abi.SM_SHIFT) | abi.COMMITTED
+            records[slot, 1] = tag << 32  # payload 0 in the low word, tag above
     (directory / "raw.bin").write_bytes(bytes(raw))
     (directory / "manifest.json").write_text(json.dumps(manifest))
     dictionary = {"schema": "atrex-autonomous-timeline-events/v1", "sites": [

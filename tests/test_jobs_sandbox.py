@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.formats.job_record import list_job_records, read_job_record
-from console.jobs.local import group_members, process_alive
+from console.jobs.local import group_members
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = REPO / "tools" / "sandbox.py"
@@ -257,6 +257,15 @@ def test_at_most_four_jobs_run_at_once(ws, tmp_path):
     assert all(r.state == "succeeded" for r in records)
     waited = max(records, key=lambda r: r.started_at)  # the job that was queued started last
     assert waited.started_at >= min(r.finished_at for r in records if r is not waited)
+
+
+def process_alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (its state in /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:][:1] not in (b"Z", b"X")
 
 
 @pytest.fixture

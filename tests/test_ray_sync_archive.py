@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.jobs import sync_archive
-from console.jobs.sync_archive import ArchiveError, FrameReader, frame, pack, snapshot, unframe, unpack
+from console.jobs.sync_archive import ArchiveError, FrameReader, frame, pack, snapshot, unpack
 
 WRAPPER = Path(__file__).resolve().parent.parent / "console" / "jobs" / "ray_wrapper.py"
 MB = 1024 * 1024
@@ -196,6 +196,13 @@ def framed_log(tmp_path: Path, output: str) -> tuple[str, bytes]:
               "refused": [], "transport": "log", "timed_out": False, "stopped": False}
     preamble = "Running entrypoint for job x: python3 .episcope_ray/ray_wrapper.py\n"
     return preamble + f"{sync_archive.START} {NONCE}\n" + output + frame(NONCE, KEY, header, packed.data), packed.data
+
+
+def unframe(log: str, nonce: str, key: str) -> tuple[str, FrameReader]:
+    """Read a whole log at once: the visible output, and the reader holding the frame."""
+    reader = FrameReader(nonce, key)
+    visible = reader.feed(log)
+    return visible + reader.close(), reader
 
 
 def test_unframe_strips_preamble_and_frame(tmp_path):

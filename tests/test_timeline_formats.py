@@ -7,15 +7,14 @@ import json
 import pytest
 
 from console.formats.problems import FormatError
-from console.formats.timeline import (parse_measure_run_line, read_timeline_measurement, read_timeline_receipt,
-                                      read_timeline_summary)
+from console.formats.timeline import parse_measure_run_line, read_timeline_measurement, read_timeline_receipt
 
 
 def test_missing_and_broken_documents(tmp_path):
     assert read_timeline_receipt(tmp_path / "none.json").value is None
     assert read_timeline_receipt(tmp_path / "none.json").problems == ()
     (tmp_path / "bad.json").write_text("{")
-    result = read_timeline_summary(tmp_path / "bad.json")
+    result = read_timeline_measurement(tmp_path / "bad.json")
     assert result.value is None and result.problems
     (tmp_path / "other.json").write_text(json.dumps({"schema": "atrex-autonomous-timeline-summary/v1"}))
     assert read_timeline_receipt(tmp_path / "other.json").problems
@@ -32,7 +31,7 @@ def test_partial_receipt_keeps_unknowns_none(tmp_path):
     assert r.path == str(tmp_path / "r.json") and r.to_json()["path"] == r.path
 
 
-def test_measurement_and_summary(tmp_path):
+def test_measurement(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps({
         "schema": "atrex-autonomous-timeline-measurement/v1", "schedule": ["ABBA"], "overhead_percent": 2.5,
         "runs": [{"ordinal": 0, "variant": "baseline", "latency_ms": 1.0}], "interval": {"high_percent": 3.0},
@@ -40,10 +39,6 @@ def test_measurement_and_summary(tmp_path):
     m = read_timeline_measurement(tmp_path / "m.json").value
     assert m.overhead_percent == 2.5 and m.interval_high_percent == 3.0 and m.interval_low_percent is None
     assert m.blocks == 1 and m.device_uuid == "GPU-1" and len(m.runs) == 1
-    (tmp_path / "s.json").write_text(json.dumps({"schema": "atrex-autonomous-timeline-summary/v1", "ranges": 4,
-                                                 "span_ns": "x"}))
-    s = read_timeline_summary(tmp_path / "s.json").value
-    assert s.ranges == 4 and s.span_ns is None and s.instants is None
 
 
 def test_measure_run_lines():

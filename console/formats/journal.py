@@ -52,10 +52,6 @@ class Outcome(Record, frozen=True):
     next_directions: tuple[str, ...] | None = None
 
 
-def parse_outcome(obj: Any, where: str) -> Outcome:
-    return convert(obj, Outcome, where)
-
-
 class Journal(Record, frozen=True):
     schema_version: int | None = None
     episode: int | None = None

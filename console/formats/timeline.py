@@ -16,7 +16,6 @@ from .jsonio import JSONDecodeError, loads, read_json_document
 from .problems import FormatError, ReadResult
 
 RECEIPT_SCHEMA = "atrex-autonomous-timeline-receipt/v1"
-SUMMARY_SCHEMA = "atrex-autonomous-timeline-summary/v1"
 MEASUREMENT_SCHEMA = "atrex-autonomous-timeline-measurement/v1"
 RUN_SCHEMA = "atrex-autonomous-timeline-measure-run/v1"
 
@@ -101,34 +100,6 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
         summary=_str(obj.get("summary")),
         measurement=_str(obj.get("measurement")),
         instrumented_source_sha256=_str(obj.get("instrumented_source_sha256")),
-        raw=obj,
-    )
-
-
-class TimelineSummary(msgspec.Struct, frozen=True):
-    committed_records: int | None
-    canonical_events: int | None
-    ranges: int | None
-    instants: int | None
-    counters: int | None
-    owners_observed: int | None
-    physical_sms: int | None
-    span_ns: int | None
-    site_event_count: dict | None
-    site_total_duration_ns: dict | None
-    raw: dict
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
-
-
-def summary_from_obj(obj: Any) -> TimelineSummary:
-    obj = _object(obj, SUMMARY_SCHEMA)
-    return TimelineSummary(
-        **{k: _int(obj.get(k)) for k in ("committed_records", "canonical_events", "ranges", "instants",
-                                         "counters", "owners_observed", "physical_sms", "span_ns")},
-        site_event_count=_dict(obj.get("site_event_count")),
-        site_total_duration_ns=_dict(obj.get("site_total_duration_ns")),
         raw=obj,
     )
 
@@ -227,10 +198,6 @@ def parse_measure_run_line(line: bytes | str) -> MeasureRun:
 
 def read_timeline_receipt(path: str | os.PathLike) -> ReadResult[TimelineReceipt]:
     return read_json_document(path, lambda obj: replace(receipt_from_obj(obj), path=str(path)))
-
-
-def read_timeline_summary(path: str | os.PathLike) -> ReadResult[TimelineSummary]:
-    return read_json_document(path, summary_from_obj)
 
 
 def read_timeline_measurement(path: str | os.PathLike) -> ReadResult[TimelineMeasurement]:

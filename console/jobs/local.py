@@ -82,11 +82,6 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def process_alive(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] not in (b"Z", b"X")
-
-
 class LogLimit:
     """What of a stream is kept: its first bytes up to the limit, less a tail, and its last
     bytes; the middle of a flood is replaced by one line saying how much was left out."""

@@ -464,10 +464,3 @@ class FrameReader:
             self.error = "the output archive's sha256 does not match (damaged in the log)"
             return
         self.data = data
-
-
-def unframe(log: str, nonce: str, key: str) -> Tuple[str, FrameReader]:
-    """Read a whole log at once: the visible output, and the reader holding the frame."""
-    reader = FrameReader(nonce, key)
-    visible = reader.feed(log)
-    return visible + reader.close(), reader

@@ -181,9 +181,3 @@ def parse_details_page(text: str) -> list[Launch]:
         if unit:
             launch.units[key] = unit
     return list(by_id.values())
-
-
-def parse_table(text: str, first_header: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
-    """A plain CSV table (the source page): header plus one dict per row, cells stripped."""
-    header, body = read_rows(text, first_header)
-    return header, [dict(zip(header, (c.strip() for c in row))) for row in body]

@@ -57,16 +57,6 @@ def status_names(status: int) -> list[str]:
     return names
 
 
-def make_tag(site: int, kind: int, sm: int, flags: int = 0, committed: bool = True) -> int:
-    return (
-        (site & SITE_MASK)
-        | ((kind & 3) << KIND_SHIFT)
-        | ((sm & SM_MASK) << SM_SHIFT)
-        | ((flags & FLAGS_MASK) << FLAGS_SHIFT)
-        | (COMMITTED if committed else 0)
-    )
-
-
 def claim_word(cta: int, thread: int) -> int:
     return ((cta + 1) << 32) | (thread + 1)
 
