@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from console.formats.job_record import list_job_records, read_job_record
-from console.jobs.local import CONTAINMENT_ENV, group_members, process_alive
+from console.jobs.local import CONTAINMENT_ENV, group_members
 from console.formats.job_record import MAX_SANDBOX_JOBS
 from console.jobs.slots import try_acquire
 
@@ -78,6 +78,15 @@ def _cgroup_writable() -> bool:
 
 
 MODES = available_modes()
+
+
+def process_alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (its state in /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 def clean_env(**extra: str) -> dict:
