@@ -101,6 +101,10 @@ def test_hostile_archive_runs_nothing_and_touches_no_other_repository(tmp_path, 
     (campaign / ".git" / "config").write_text((campaign / ".git" / "config").read_text()
                                               + f"[include]\n\tpath = {tmp_path / 'included'}\n[core]\n\tworktree = {tmp_path}\n")
     (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = touch {markers / 'included'}\n")
+    admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
+    other, _, _ = make_campaign(tmp_path / "other")  # a repository the copy must never lead into
+    (admin / "commondir").write_text(f"{other / '.git'}\n")
+    (campaign / ".git" / "objects" / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
     archive = tmp_path / "hostile.tar.gz"
     worktrees = worktree.parent
     with tarfile.open(archive, "w:gz") as tar:
@@ -108,8 +112,9 @@ def test_hostile_archive_runs_nothing_and_touches_no_other_repository(tmp_path, 
         tar.add(worktrees, arcname=f".atrex_long_horizon_worktrees/{campaign.name}")
     # The archive's worktree links name the original repository on this disk: the one a
     # `git worktree repair` from the copy would rewrite.
+    (admin / "commondir").write_text("../..\n")
+    (campaign / ".git" / "objects" / "info" / "alternates").unlink()
     link = worktree / ".git"
-    admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
     originals = {p: p.read_bytes() for p in (link, admin / "gitdir", campaign / ".git" / "config")}
 
     doc = read_everything(archive, env)
@@ -123,6 +128,8 @@ def test_hostile_archive_runs_nothing_and_touches_no_other_repository(tmp_path, 
     assert sorted(line.split("=")[0] for line in config.splitlines()) == [
         "core.bare", "core.filemode", "core.logallrefupdates", "core.repositoryformatversion"]
     assert not (copy / campaign.name / ".git" / "hooks").exists()
+    assert not (copy / campaign.name / ".git" / "objects" / "info" / "alternates").exists()
+    assert (copy / campaign.name / ".git" / "worktrees" / worktree.name / "commondir").read_text() == "../..\n"
     copied_link = (copy / ".atrex_long_horizon_worktrees" / campaign.name / worktree.name / ".git").read_text()
     assert copied_link.startswith(f"gitdir: {copy}/")
     # a user's own git in the copy sees the copy's links only, and runs nothing either
