@@ -58,7 +58,8 @@ def file_sha256(path: Path) -> str | None:
 
 
 def _porcelain(repo: git.Repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    # Submodules are not entered: each is a repository of its own, with its own config.
+    # Every output option is on the command line, so no status.* setting of the repository
+    # changes what is read; submodules are not entered (each has a config of its own).
     out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all")
     dirty, untracked = [], []
     entries = out.split("\0")
