@@ -78,8 +78,12 @@ def check_name(name: str) -> str:
 
 
 def file_digest(path: str) -> str:
+    # Read in blocks rather than through hashlib.file_digest (3.11): workers run Python 3.8.
+    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+        for block in iter(lambda: fh.read(_READ), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _walk_files(root: str, rel: str, refused: List[Refusal]) -> List[str]:
