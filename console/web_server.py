@@ -128,7 +128,8 @@ class EpiscopeServer(Server):
         self.token = token or secrets.token_urlsafe(24)
         self.max_sessions = max_sessions
         self.allowed_names = allowed_host_names(host)
-        self.sessions: set[SessionProcess | None] = set()
+        self.open_sessions = 0  # counted from the upgrade on, before any await
+        self.sessions: set[SessionProcess] = set()  # those whose console was started
         self.stopped_by: int | None = None  # the signal that stopped the server
 
     def urls(self) -> list[str]:
@@ -154,7 +155,7 @@ class EpiscopeServer(Server):
         return app
 
     async def on_shutdown(self, app: web.Application) -> None:
-        await asyncio.gather(*(s.stop() for s in list(self.sessions) if s is not None), return_exceptions=True)
+        await asyncio.gather(*(s.stop() for s in list(self.sessions)), return_exceptions=True)
 
     def admit(self, request: web.Request) -> None:
         """Refuse a request without this server's token, or from a name or page not its own."""
@@ -180,16 +181,15 @@ class EpiscopeServer(Server):
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         self.admit(request)
-        if len(self.sessions) >= self.max_sessions:
+        if self.open_sessions >= self.max_sessions:
             raise web.HTTPServiceUnavailable(text=f"episcope serve: {self.max_sessions} sessions are open already\n")
-        self.sessions.add(None)  # the slot is taken before the first await
+        self.open_sessions += 1
         websocket = web.WebSocketResponse(heartbeat=15)
         service: SessionProcess | None = None
         try:
             await websocket.prepare(request)
             service = SessionProcess(self.argv, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
                                      close=websocket.close, download_manager=self.download_manager)
-            self.sessions.discard(None)
             self.sessions.add(service)
             await service.start(to_int(request.query.get("width", "80"), 80),
                                 to_int(request.query.get("height", "24"), 24))
@@ -197,10 +197,13 @@ class EpiscopeServer(Server):
         except (ValueError, AssertionError, ConnectionError) as exc:  # a malformed frame ends the session
             log.warning("session ended: %s", exc)
         finally:
-            if service is not None:
-                await service.stop()
-            self.sessions.discard(service)
-            await websocket.close()
+            try:
+                if service is not None:
+                    await service.stop()
+                    self.sessions.discard(service)
+                await websocket.close()
+            finally:
+                self.open_sessions -= 1
         return websocket
 
     # -- running ----------------------------------------------------------------------------
@@ -233,5 +236,5 @@ class EpiscopeServer(Server):
         finally:
             await runner.cleanup()  # on_shutdown ends every session
             for service in list(self.sessions):
-                if service is not None and service.alive():
+                if service.alive():
                     service.kill_now()
