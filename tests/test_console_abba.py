@@ -1,5 +1,7 @@
 """The ABBA pane follows a real tools/abba.py run: samples of each side as runs.jsonl grows,
-medians, the ratio with its interval, then the verdict when result.json lands."""
+geometric means, the ratio with its interval, then the verdict when result.json lands. The
+numbers come from the state (``console.episode.comparisons``), the same ones ``status --json``
+prints."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ from console.app import EpiscopeApp
 from console.episode import events as ev
 from console.episode.registry import artifact_at
 from console.episode.session import Session
+from console.episode.summary import status_document
 from console_fixture import build_episode
 from spine_helpers import git
 from textual.widgets import Static
-from widgets.abba_stats import AbbaStats, ratio_interval
+from console.stats.ratio import latency_ratio
+from widgets.abba_stats import AbbaStats
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.anyio
@@ -53,17 +57,29 @@ def test_verification_files_are_classified():
     assert classify("elsewhere/runs.jsonl") is None
 
 
+def ratio_interval(a, b, center="median"):
+    r = latency_ratio(a, b, center=center)
+    return r.estimate, r.low, r.high, r.coverage
+
+
 def test_ratio_interval_is_hodges_lehmann_on_log_latency():
     inc, cand = [100.0, 101.0, 99.0, 100.5, 100.2, 99.8], [90.0, 91.0, 89.5, 90.4, 90.1, 90.8]
     ratio, low, high, coverage = ratio_interval(inc, cand)
     assert ratio == pytest.approx(90.25 / 100.1)
     assert coverage == pytest.approx(0.95, abs=0.02) and low < ratio < high < 1.0
+    # The ABBA gate's statistic: the ratio of geometric means, with the same interval.
+    geomean, g_low, g_high, g_coverage = ratio_interval(inc, cand, "geomean")
+    assert geomean == pytest.approx(math.exp(sum(map(math.log, cand)) / 6 - sum(map(math.log, inc)) / 6))
+    assert (g_low, g_high, g_coverage) == (low, high, coverage)
     # Two runs a side (one ABBA schedule): only the widest interval, with its real coverage.
     ratio, low, high, coverage = ratio_interval([100.0, 101.5], [90.5, 91.0])
     assert (low, high) == (pytest.approx(90.5 / 101.5), pytest.approx(91.0 / 100.0))
     assert coverage == pytest.approx(1 - 2 / math.comb(4, 2))
     assert ratio_interval([100.0], [90.0])[1:] == (None, None, None)
     assert ratio_interval([], [90.0]) == (None, None, None, None)
+    # The label says what the numbers are, and why the interval is not 95%.
+    label = latency_ratio([100.0, 101.5], [90.5, 91.0], names="cand/inc").lines
+    assert label == ("geomean cand/inc 0.9008 (-9.92%)", "[0.8916, 0.9100] 67% CI, n=2/2", "(too few runs for 95%)")
 
 
 async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
@@ -99,18 +115,25 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             (gates / "go-0").touch()
-            text = await shown("1 run(s)", "incumbent n=1 med 100.000 µs", "waiting for result.json")
-            assert "candidate n=0 med N/A" in text and "0f0f" not in text  # the new verification took over
+            text = await shown("1 run(s)", "incumbent n=1 geomean 100.000 µs", "waiting for result.json")
+            assert "candidate n=0 geomean N/A" in text and "0f0f" not in text  # the new verification took over
             (gates / "go-1").touch()
-            text = await shown("2 run(s)", "candidate n=1 med 90.500")
-            assert "cand/inc 0.9050" in text
+            text = await shown("2 run(s)", "candidate n=1 geomean 90.500")
+            assert "geomean cand/inc 0.9050" in text
             (gates / "go-2").touch()
             (gates / "go-3").touch()
             text = await shown("4 run(s)", "PASS")
-            assert "incumbent n=2 med 100.750" in text and "candidate n=2 med 90.750" in text
+            assert "incumbent n=2 geomean 100.747" in text and "candidate n=2 geomean 90.750" in text
             assert "   100 101.5 " in text and "   90.5 91 " in text  # the samples, in arrival order
-            assert "cand/inc 0.9007" in text and "[0.8916, 0.9100] 67% HL" in text  # two a side: widest interval
+            # two a side: the widest interval, with its coverage explained
+            assert "geomean cand/inc 0.9008 (-9.92%)" in text and "[0.8916, 0.9100] 67% CI, n=2/2" in text
+            assert "(too few runs for 95%)" in text
             assert "improvement +9.92%  PASS" in text
+            # status --json prints the very numbers the pane drew.
+            (entry,) = [a for a in status_document(app.episode_state)["abba"] if a["directory"] == pane.shown_dir]
+            assert entry["gate"] == "PASS" and entry["runs"] == 4 and entry["ratio"]["n_a"] == 2
+            assert all(line in text for line in entry["ratio"]["lines"])
+            assert entry["samples_us"] == {"incumbent": [100.0, 101.5], "candidate": [90.5, 91.0]}
             assert abba.wait(30) == 0 and "__ATREX_LONG_HORIZON_ABBA_RESULT__=" in abba.stdout.read()
         finally:
             if abba.poll() is None:

@@ -21,6 +21,16 @@ def anyio_backend():
     return "asyncio"
 
 
+async def decoded(pilot, screen: TimelineScreen) -> None:
+    """Wait for the worker that decodes the capture to report back."""
+    for _ in range(200):
+        if screen.view is not None or screen.error is not None:
+            await pilot.pause()
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the capture never finished decoding")
+
+
 async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     campaign, worktree = build_episode(tmp_path / "ws")
@@ -31,20 +41,24 @@ async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path,
                 break
             await pilot.pause(0.1)
         await pilot.press("t")
-        await pilot.pause()
         screen = app.screen
+        await decoded(pilot, screen)
         assert isinstance(screen, TimelineScreen) and screen.capture is not None
         lanes = screen.query_one(OwnerLanes)
         assert len(lanes.lanes) == 4  # 2 CTAs x 2 warp writers
         text = lanes.render().plain
         assert "SM0" in text and "cta(1,0,0)" in text and "█" in text
         table = screen.query_one("#sites-table", DataTable)
-        site_rows = {table.get_row(k)[0]: table.get_row(k) for k in table.rows}
+        site_rows = {str(table.get_row(k)[0]): [str(cell) for cell in table.get_row(k)] for k in table.rows}
         assert set(site_rows) == {"load", "store"}
         assert site_rows["load"][3] == "4" and site_rows["load"][5] == "0.400"  # 400 ns ranges, in µs
         await pilot.press("e")
-        await pilot.pause()
-        exported = list((tmp_path / "state" / "episcope" / "exports").iterdir())
+        exports = tmp_path / "state" / "episcope" / "exports"
+        for _ in range(100):  # the trace is written in a worker
+            if exports.is_dir() and any(p.suffix == ".perfetto-trace" for p in exports.iterdir()):
+                break
+            await pilot.pause(0.05)
+        exported = list(exports.iterdir())
         assert len(exported) == 1 and exported[0].stat().st_size > 0
         assert not any(p.is_relative_to(campaign) or p.is_relative_to(worktree) for p in exported)
         await pilot.press("escape")
@@ -60,6 +74,7 @@ async def test_a_rejected_capture_is_explained_not_fatal(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         app.open_timeline(str(receipt))
         await pilot.pause()
+        await decoded(pilot, app.screen)
         message = "\n".join(s.text for s in app.screen.query_one("#timeline-error", Static).render_lines(
             app.screen.query_one("#timeline-error", Static).size.region))
         assert "overflow" in message

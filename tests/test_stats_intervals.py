@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from console.stats.intervals import bootstrap_blocks, hodges_lehmann, hodges_lehmann_rank
+from console.stats.bootstrap import bootstrap_blocks
+from console.stats.intervals import hodges_lehmann, hodges_lehmann_rank
 
 
 def test_rank_for_four_by_four():

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.widgets import DataTable
 
 from console.episode.state import EpisodeState
 
-from .common import fmt, sync_table
+from .common import plain, sync_table
 from .pane import Pane
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -34,8 +33,8 @@ class AlertsPane(Pane):
             rows.append(
                 (
                     f"{alert.code}:{alert.path}:{alert.message}:{index}",
-                    (Text(alert.severity, style=SEVERITY_STYLES.get(alert.severity, "")),
-                     alert.message + (f"  ({fmt(alert.path)})" if alert.path else ""), alert.code),
+                    (plain(alert.severity, SEVERITY_STYLES.get(alert.severity, "")),
+                     alert.message + (f"  ({alert.path})" if alert.path else ""), alert.code),
                 )
             )
         sync_table(self.query_one(DataTable), rows, self.filter_text)

@@ -1,54 +1,41 @@
-"""Small helpers every pane shares: reading fields of documents written by other modules,
-showing unknown values as N/A (never 0), and syncing a DataTable cell by cell.
+"""Small helpers every pane shares: showing unknown values as N/A (never 0), showing
+agent-written text as text, and syncing a DataTable cell by cell.
 
-The documents the panes show come from several readers (msgspec Structs, NamedTuples, plain
-dicts from a recording); ``get`` reads any of them by name and treats a missing field as
-unknown.
+Every string a pane shows may come from an agent-written file. A DataTable parses a ``str``
+cell as markup (``[@click=...]`` would become a live action), and a control character
+reaching the terminal could retitle the window or clear the screen; so cells and bodies are
+``rich.text.Text`` built through ``plain``, and ``sync_table`` turns any ``str`` cell into
+such a ``Text``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
 from rich.text import Text
 from textual.widgets import DataTable
 
+from console.episode.text import visible
+
 NA = "N/A"
 
 
-def get(obj: Any, name: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+def plain(value: object, style: str = "") -> Text:
+    """``value`` as text that is never markup, control characters made visible; N/A when unknown."""
+    return Text(NA if value is None else visible(str(value)), style=style)
 
 
-def dig(obj: Any, *names: str) -> Any:
-    for name in names:
-        obj = get(obj, name)
-        if obj is None:
-            return None
-    return obj
-
-
-def number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def fmt(value: Any, spec: str = "", suffix: str = "") -> str:
-    """``value`` formatted with ``spec``, or N/A when it is unknown."""
+def fmt(value: object, spec: str = "", suffix: str = "") -> str:
+    """``value`` formatted with ``spec``, or N/A when it is unknown (strings made visible)."""
     if value is None:
         return NA
-    if spec and number(value) is not None:
+    if spec and isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:{spec}}{suffix}"
-    return f"{value}{suffix}"
+    return visible(f"{value}{suffix}")
 
 
-def short_sha(value: Any, width: int = 10) -> str:
-    return value[:width] if isinstance(value, str) and value else NA
+def short_sha(value: str | None, width: int = 10) -> str:
+    return visible(value[:width]) if value else NA
 
 
 def seconds(value: float | None) -> str:
@@ -63,19 +50,28 @@ def seconds(value: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def matches(cells: Iterable[Any], needle: str) -> bool:
+def matches(cells: Iterable[Text], needle: str) -> bool:
     if not needle:
         return True
     needle = needle.lower()
-    return any(needle in str(c.plain if isinstance(c, Text) else c).lower() for c in cells)
+    return any(needle in cell.plain.lower() for cell in cells)
 
 
-def sync_table(table: DataTable, rows: list[tuple[str, tuple]], needle: str = "") -> bool:
+def _as_text(cell: Text | str) -> Text:
+    if isinstance(cell, str):
+        return plain(cell)
+    shown = visible(cell.plain)
+    return cell if shown == cell.plain else Text(shown, style=cell.style)
+
+
+def sync_table(table: DataTable, rows: list[tuple[str, tuple[Text | str, ...]]], needle: str = "") -> bool:
     """Make ``table`` show ``rows`` (key, cells) in order, touching only what changed.
 
     Rows that stay keep their cursor; a changed cell is updated alone, so a busy episode
-    does not repaint whole tables. Returns True when anything changed.
+    does not repaint whole tables. Every cell is shown as text (see the module docstring).
+    Returns True when anything changed.
     """
+    rows = [(key, tuple(_as_text(cell) for cell in cells)) for key, cells in rows]
     wanted = [(key, cells) for key, cells in rows if matches(cells, needle)]
     wanted_keys = [key for key, _ in wanted]
     current_keys = [row_key.value for row_key in table.rows]
@@ -102,13 +98,13 @@ def sync_table(table: DataTable, rows: list[tuple[str, tuple]], needle: str = ""
     return changed
 
 
-def _is_append(current: list, wanted: list) -> bool:
+def _is_append(current: list[str], wanted: list[str]) -> bool:
     return len(wanted) >= len(current) and wanted[: len(current)] == current
 
 
-def _plain(cell: Any) -> str:
+def _plain(cell: object) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
-def _style(cell: Any) -> str:
+def _style(cell: object) -> str:
     return str(cell.style) if isinstance(cell, Text) else ""

@@ -1,27 +1,25 @@
-"""The GPU pane: NVML utilization, memory, clocks, power and temperature, N/A without a GPU.
+"""The GPU pane: the state's latest NVML reading (utilization, memory, clocks, power,
+temperature), N/A without a GPU.
 
-Sampling runs in a worker thread every few seconds (an NVML call can block for tens of
-milliseconds on a busy driver) and only the finished reading touches the screen.
+The pane samples nothing: the live console folds GPU readings into the state like any other
+event (so they are recorded and replayed), and the pane draws the latest one.
 """
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
-from textual import work
 from textual.widgets import Static
 
-from console.gpu.sampler import GpuReading, GpuSampler
+from console.episode.state import EpisodeState
 
-from .common import NA, fmt
+from .common import NA, fmt, plain
 from .pane import Pane
 
-SAMPLE_SECONDS = 2.0
 
-
-def reading_table(reading: GpuReading) -> Table | Text:
+def reading_table(reading) -> Table | Text:  # EpisodeState.gpu (widgets do not import console.gpu)
     if not reading.gpus:
-        return Text(f"N/A — {reading.unavailable or 'no GPU'}", style="dim")
+        return plain(f"N/A — {reading.unavailable or 'no GPU'}", "dim")
     table = Table.grid(padding=(0, 1))
     for name in ("gpu", "util", "memory", "sm/mem MHz", "power", "temp"):
         table.add_column(name)
@@ -31,12 +29,12 @@ def reading_table(reading: GpuReading) -> Table | Text:
         clocks = f"{fmt(gpu.sm_clock_mhz, '.0f')}/{fmt(gpu.memory_clock_mhz, '.0f')}"
         power = f"{fmt(gpu.power_w, '.0f')}/{fmt(gpu.power_limit_w, '.0f')}"
         table.add_row(
-            f"{gpu.index} {gpu.name or NA}"[:24],
-            fmt(gpu.utilization_pct, ".0f", "%"),
-            memory,
-            clocks,
-            power,
-            fmt(gpu.temperature_c, ".0f", "°C"),
+            plain(f"{gpu.index} {gpu.name or NA}"[:24]),
+            Text(fmt(gpu.utilization_pct, ".0f", "%")),
+            Text(memory),
+            Text(clocks),
+            Text(power),
+            Text(fmt(gpu.temperature_c, ".0f", "°C")),
         )
     return table
 
@@ -44,34 +42,17 @@ def reading_table(reading: GpuReading) -> Table | Text:
 class GpuPane(Pane, can_focus=True):
     title = "GPU"
 
-    def __init__(self, sampler: GpuSampler | None = None, *, sample: bool = True, number: int | None = None,
-                 id: str | None = None) -> None:
+    def __init__(self, *, sampled: bool = True, number: int | None = None, id: str | None = None) -> None:
         super().__init__(number=number, id=id)
-        self.sampler = sampler or GpuSampler()
-        self.sample_live = sample
-        self.reading: GpuReading | None = None
+        self.sampled = sampled  # whether readings are expected (live with sampling on)
 
     def compose(self):
-        waiting = "sampling…" if self.sample_live else "N/A — not sampled (replay, or sampling off)"
+        waiting = "sampling…" if self.sampled else "N/A — not sampled (replay, or sampling off)"
         yield Static(Text(waiting, style="dim"), id="gpu-body")
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        if self.sample_live:
-            self.sample()
-            self.set_interval(SAMPLE_SECONDS, self.sample)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="gpu")
-    def sample(self) -> None:
-        reading = self.sampler.sample()
-        self.app.call_from_thread(self.show_reading, reading)
-
-    def show_reading(self, reading: GpuReading) -> None:
-        if reading == self.reading:
+    def show_state(self, state: EpisodeState) -> None:
+        previous = self.state
+        super().show_state(state)
+        if state.gpu is None or (previous is not None and previous.gpu == state.gpu):
             return
-        self.reading = reading
-        for body in self.query("#gpu-body").results(Static):  # absent while unmounting
-            body.update(reading_table(reading))
-
-    def on_unmount(self) -> None:
-        self.sampler.close()
+        self.query_one("#gpu-body", Static).update(reading_table(state.gpu))

@@ -11,24 +11,20 @@ from console.episode.state import EpisodeState
 from console.episode.summary import episode_facts
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
-from .common import NA, dig, fmt, get, number, short_sha
+from .common import NA, fmt, plain, short_sha
 
 
 def running_jobs(state: EpisodeState) -> int:
-    return sum(1 for job in state.jobs if get(job, "state") in ("queued", "running"))
+    return sum(1 for job in state.jobs if job.state in ("queued", "running"))
 
 
 def incumbent_figure(state: EpisodeState) -> str:
     """The latest point of the incumbent curve: latency in µs, or a score."""
     if not state.incumbent_curve:
         return NA
-    point = state.incumbent_curve[-1]
-    version, value = (point[0], point[1]) if isinstance(point, (tuple, list)) and len(point) >= 2 else (None, None)
-    if number(value) is None:
-        return NA
-    objective = dig(state.versions[-1], "performance", "performance_objective") if state.versions else None
-    unit = "" if objective else " µs"
-    return f"v{version} {value:.3f}{unit}" if version is not None else f"{value:.3f}{unit}"
+    version, value, kind = state.incumbent_curve[-1]
+    unit = "" if kind == "performance_score" else " µs"
+    return f"v{version} {value:.3f}{unit}"
 
 
 class EpisodeHeader(Widget):
@@ -53,17 +49,18 @@ class EpisodeHeader(Widget):
     def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
         active = state.active_episode
         facts = episode_facts(state)
-        episode = facts["number"] or get(state.live_memory, "episode")
+        episode = facts["number"] or (state.live_memory.episode if state.live_memory else None)
         git = state.git
-        candidate = get(git, "candidate_commit") or get(state.handoff, "candidate_commit") or get(state.journal, "candidate_commit")
+        candidate = ((git.candidate_commit if git else None) or (state.handoff.candidate_commit if state.handoff else None)
+                     or (state.journal.candidate_commit if state.journal else None))
         slots = max(running_jobs(state), launched)
         key = (
             state.campaign,
             episode,
             facts["mode"],
             facts["phase"] or facts["status"],  # an archived episode has no supervisor phase, only its outcome
-            get(git, "branch") or get(active, "episode_branch"),
-            get(git, "head"),
+            (git.branch if git else None) or (active.episode_branch if active else None),
+            git.head if git else None,
             candidate,
             incumbent_figure(state),
             slots,
@@ -79,7 +76,7 @@ class EpisodeHeader(Widget):
             grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         slot_style = "bold red" if slots >= MAX_SANDBOX_JOBS else "bold"
         grid.add_row(
-            Text.assemble((f" {self.mode_label} ", "reverse bold"), " ", (key[0] or state.campaign_root or NA, "bold")),
+            Text.assemble((f" {self.mode_label} ", "reverse bold"), " ", plain(key[0] or state.campaign_root, "bold")),
             Text.assemble("episode ", (fmt(episode), "bold"), "  mode ", (fmt(key[2]), "bold")),
             Text.assemble("supervisor ", (fmt(key[3]), "bold"), "  phase ", (fmt(key[9]), "bold")),
             Text.assemble("jobs ", (f"{slots}/{MAX_SANDBOX_JOBS}", slot_style), "  alerts ", (str(key[11]), "bold red" if key[11] else "bold")),

@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from console.episode.state import EpisodeState, PhaseSpan
+from console.episode.text import visible
 
 from .common import NA, seconds
 from .pane import Pane
@@ -35,11 +36,12 @@ ID_ABBREVIATIONS = (("episode-", "ep"), ("invocation-", "#"), ("attempt", "att")
 
 
 def lane_label(iteration: str, attempt: str) -> str:
-    """A short lane name: ``episode-0003/invocation-1`` reads ``ep0003/#1``."""
+    """A short lane name: ``episode-0003/invocation-1`` reads ``ep0003/#1`` (control
+    characters made visible: the ids are agent-written)."""
     for long, short in ID_ABBREVIATIONS:
         iteration = iteration.replace(long, short)
         attempt = attempt.replace(long, short)
-    return f"{iteration}/{attempt}"
+    return visible(f"{iteration}/{attempt}")
 
 
 @dataclass(slots=True)
@@ -220,7 +222,7 @@ class PhaseTimeline(Widget, can_focus=True):
         text.append(label, style="bold" if running is not None else "")
         _append_runs(text, bar)
         text.append(f" {seconds(extent)}", style="dim")
-        text.append(f" {running.phase}"[:14] if running is not None else "", style="bold")
+        text.append(visible(f" {running.phase}"[:14]) if running is not None else "", style="bold")
         text.append("\n" + " " * LABEL_WIDTH)
         _append_runs(text, ticks)
         text.append("\n")
@@ -230,7 +232,7 @@ class PhaseTimeline(Widget, can_focus=True):
         for phase, total in state.phase_totals.items():
             style = PHASE_STYLES.get(phase, "white")
             mark = "" if total.measurement == "explicit" else "~"
-            parts.append(f"{phase} {mark}{seconds(total.wall_seconds)} ×{total.intervals}  ", style=style)
+            parts.append(visible(f"{phase} {mark}{seconds(total.wall_seconds)} ×{total.intervals}  "), style=style)
         parts.append(f"orchestration {seconds(state.orchestration_seconds)}", style="dim")
         return parts
 

@@ -14,6 +14,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
+from console.episode.text import visible
+
 
 class ReplayBar(Widget, can_focus=True):
     DEFAULT_CSS = """
@@ -26,10 +28,13 @@ class ReplayBar(Widget, can_focus=True):
     """
 
     BINDINGS = [
-        Binding("left", "nudge(-0.01)", "back 1%", show=False),
-        Binding("right", "nudge(0.01)", "fwd 1%", show=False),
-        Binding("shift+left", "nudge(-0.1)", "back 10%", show=False),
-        Binding("shift+right", "nudge(0.1)", "fwd 10%", show=False),
+        Binding("left", "nudge(-0.01)", "back 1%", show=False, tooltip="seek back / forward 1%",
+                id="replay.back_1pc"),
+        Binding("right", "nudge(0.01)", "fwd 1%", show=False, tooltip="seek back / forward 1%", id="replay.fwd_1pc"),
+        Binding("shift+left", "nudge(-0.1)", "back 10%", show=False, tooltip="seek back / forward 10%",
+                id="replay.back_10pc"),
+        Binding("shift+right", "nudge(0.1)", "fwd 10%", show=False, tooltip="seek back / forward 10%",
+                id="replay.fwd_10pc"),
     ]
 
     class Seek(Message):
@@ -66,7 +71,7 @@ class ReplayBar(Widget, can_focus=True):
         status = Text()
         status.append(" ▶ playing " if self.playing else " ⏸ paused ", style="reverse bold")
         status.append(f"  ×{self.speed:g}  event {self.position}/{self.total}  {when} UTC  ")
-        status.append(self.label, style="yellow")
+        status.append(visible(self.label), style="yellow")  # a phase or file name: agent-written
         status.append("\n")
         status.append_text(bar)
         return status

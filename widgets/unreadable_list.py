@@ -6,7 +6,7 @@ from textual.widgets import DataTable
 
 from console.episode.state import EpisodeState
 
-from .common import fmt, get, sync_table
+from .common import fmt, sync_table
 from .pane import Pane
 
 
@@ -29,8 +29,7 @@ class UnreadableList(Pane):
         root = (state.worktree or state.campaign_root or "").rstrip("/") + "/"
         rows = []
         for item in state.unreadable:
-            path = str(get(item, "path"))
+            path = item.path
             shown = path[len(root):] if root != "/" and path.startswith(root) else path
-            offset = get(item, "offset")
-            rows.append((f"{path}@{offset}", (shown, fmt(offset), str(get(item, "error")))))
+            rows.append((f"{path}@{item.offset}", (shown, fmt(item.offset), item.error)))
         sync_table(self.query_one(DataTable), rows, self.filter_text)

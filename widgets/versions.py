@@ -7,7 +7,7 @@ from textual.widgets import DataTable
 
 from console.episode.state import EpisodeState
 
-from .common import NA, fmt, get, number, short_sha, sync_table
+from .common import NA, fmt, plain, short_sha, sync_table
 from .pane import Pane
 
 
@@ -27,22 +27,20 @@ class VersionsPane(Pane):
         incumbent = {point[0] for point in state.incumbent_curve[-1:]} if state.incumbent_curve else set()
         rows = []
         for record in state.versions:
-            version = get(record, "version")
-            latency = get(record, "latency_us_geomean")
-            if latency is None:
-                latency = get(record, "latency_us")
-            gate = get(record, "quality_gate_result") or get(record, "correctness_status") or NA
+            version = record.version
+            latency = record.latency_us_geomean if record.latency_us_geomean is not None else record.latency_us
+            gate = record.quality_gate_result or record.correctness_status or NA
             label = Text(f"v{version}" if version is not None else NA, style="bold green" if version in incumbent else "")
             rows.append(
                 (
-                    f"v{version}:{get(record, 'timestamp')}",
+                    f"v{version}:{record.timestamp}",
                     (
                         label,
-                        fmt(number(latency), ".3f"),
-                        fmt(number(get(record, "performance_score")), ".4f"),
-                        Text(gate, style="green" if gate == "PASS" else "red" if gate in ("FAIL", "TIMEOUT_FAIL") else ""),
-                        fmt(get(record, "measurement_subject")),
-                        short_sha(get(record, "git_commit_hash"), 8),
+                        fmt(latency, ".3f"),
+                        fmt(record.performance_score, ".4f"),
+                        plain(gate, "green" if gate == "PASS" else "red" if gate in ("FAIL", "TIMEOUT_FAIL") else ""),
+                        fmt(record.measurement_subject),
+                        short_sha(record.git_commit_hash, 8),
                     ),
                 )
             )

@@ -1,17 +1,40 @@
 """The immutable episode state the reducer produces and every front door reads.
 
 Widgets and the headless printers only ever see an ``EpisodeState``; they never parse
-files. Unknown values are ``None`` (never 0). Collections are tuples or read-only mappings
-so a snapshot handed to another thread cannot change under it.
+files, compute statistics, sample hardware or tail logs. Unknown values are ``None``
+(never 0). Collections are tuples or read-only mappings so a snapshot handed to another
+thread cannot change under it.
 
 Records follow console.formats: ``msgspec.Struct`` (frozen). Copy a state with a change
-through ``msgspec.structs.replace``.
+through ``msgspec.structs.replace``. The record types of the documents are imported for
+the type checker only: the headless status reads a handful of documents and must not pay
+for importing every reader (no code decodes into ``EpisodeState``, so msgspec never needs
+to resolve these names).
 """
 
+from __future__ import annotations
+
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import msgspec
+
+if TYPE_CHECKING:
+    from console.episode.git_facts import GitFacts
+    from console.formats.abba import AbbaRun, AbbaVerdict
+    from console.formats.evaluations import EvaluationRecord
+    from console.formats.handoff import Handoff
+    from console.formats.job_record import JobRecord
+    from console.formats.journal import Journal
+    from console.formats.live_memory import LiveMemory
+    from console.formats.memory import MemoryVersion
+    from console.formats.problems import Unreadable
+    from console.formats.supervisor import ActiveEpisode, Attempt, SupervisorState
+    from console.formats.telemetry_summary import TelemetrySummary
+    from console.formats.timeline import MeasureRun, TimelineMeasurement, TimelineReceipt
+    from console.gpu.sampler import GpuReading
+    from console.profiling.result import ProfileResult
+    from console.stats.ratio import Ratio
 
 EMPTY: Mapping = MappingProxyType({})  # shared: read-only, so one instance serves all
 
@@ -77,8 +100,44 @@ class Alert(msgspec.Struct, frozen=True):
     message: str
     path: str | None = None
 
-    def to_json(self) -> dict:
-        return {"code": self.code, "severity": self.severity, "message": self.message, "path": self.path}
+
+class AbbaComparison(msgspec.Struct, frozen=True):
+    """One ABBA verification as far as it has run: each side's valid latencies in arrival
+    order, the candidate/incumbent ratio of geometric means (what the gate scores) with its
+    interval, and the verdict once ``result.json`` is in."""
+
+    directory: str | None  # the verification directory (None: a verdict that names none)
+    runs: int  # run records seen (``runs.jsonl`` while it grows, else the verdict's)
+    invalid_runs: int  # nonzero exit, failed correctness or no usable latency
+    incumbent_us: tuple[float, ...]
+    candidate_us: tuple[float, ...]
+    incumbent_geomean_us: float | None
+    candidate_geomean_us: float | None
+    ratio: Ratio  # candidate / incumbent
+    verdict: AbbaVerdict | None = None
+
+
+class MeasureComparison(msgspec.Struct, frozen=True):
+    """A timeline overhead measurement while it runs (``.runs.jsonl``): each variant's
+    latencies, the instrumented/baseline ratio of medians (the measurement's own
+    definition) with its interval, and the tool's latest statement (a block or done line)."""
+
+    path: str
+    baseline_ms: tuple[float, ...]
+    instrumented_ms: tuple[float, ...]
+    baseline_median_ms: float | None
+    instrumented_median_ms: float | None
+    ratio: Ratio  # instrumented / baseline
+    reported: MeasureRun | None = None
+
+
+class JobLogTail(msgspec.Struct, frozen=True):
+    """The last lines of one sandbox job's ``stdout.log`` and ``stderr.log``, as written
+    (agent text: shown through ``text.visible``, never as markup)."""
+
+    job_id: str
+    stdout: tuple[str, ...] = ()
+    stderr: tuple[str, ...] = ()
 
 
 class EpisodeState(msgspec.Struct, frozen=True):
@@ -86,14 +145,14 @@ class EpisodeState(msgspec.Struct, frozen=True):
     campaign: str | None = None
     worktree: str | None = None
     # Documents, as parsed by console.formats (None until seen).
-    supervisor: Any = None  # formats.supervisor.SupervisorState
-    active_episode: Any = None  # formats.supervisor.ActiveEpisode
-    attempts: tuple = ()  # formats.supervisor.Attempt, one per archived episode
-    journal: Any = None  # formats.journal.Journal
-    handoff: Any = None  # formats.handoff.Handoff
-    live_memory: Any = None  # formats.live_memory.LiveMemory
-    telemetry_summaries: tuple = ()
-    git: Any = None  # episode.git_facts.GitFacts
+    supervisor: SupervisorState | None = None
+    active_episode: ActiveEpisode | None = None
+    attempts: tuple[Attempt, ...] = ()  # one per archived episode
+    journal: Journal | None = None
+    handoff: Handoff | None = None
+    live_memory: LiveMemory | None = None
+    telemetry_summaries: tuple[TelemetrySummary, ...] = ()
+    git: GitFacts | None = None
     # Telemetry, folded.
     phase_spans: Sequence[PhaseSpan] = ()  # closed spans, file order (a read-only view)
     phase_totals: Mapping[str, PhaseTotal] = EMPTY
@@ -107,19 +166,23 @@ class EpisodeState(msgspec.Struct, frozen=True):
     running_operations: tuple[SandboxOperation, ...] = ()  # started, not yet completed
     telemetry_events: int = 0
     # Evaluations, canonical memory, verification.
-    evaluations: Sequence = ()  # formats.evaluations.EvaluationRecord, in file order
-    evaluations_by_sha: Mapping[str, tuple] = EMPTY
-    versions: tuple = ()  # formats.memory.MemoryVersion, sorted by version number
-    incumbent_curve: tuple = ()  # (version, latency_us_geomean or performance_score)
-    profiles: tuple = ()  # console.profiling results, one per profile directory
-    abba: tuple = ()  # formats.abba verdicts
-    abba_runs: Mapping[str, Sequence] = EMPTY  # runs.jsonl path -> AbbaRun as they complete
-    timeline_receipts: tuple = ()
-    timeline_measurements: tuple = ()  # measurements (and live .runs.jsonl samples)
-    measure_runs: Mapping[str, Sequence] = EMPTY  # .runs.jsonl path -> run dicts as they arrive
-    jobs: tuple = ()  # formats.job_record.JobRecord, newest first
+    evaluations: Sequence[EvaluationRecord] = ()  # in file order
+    evaluations_by_sha: Mapping[str, tuple[EvaluationRecord, ...]] = EMPTY
+    versions: tuple[MemoryVersion, ...] = ()  # sorted by version number
+    incumbent_curve: tuple[tuple[int, float, str], ...] = ()  # (version, figure, kind)
+    profiles: tuple[ProfileResult, ...] = ()  # one per profile directory
+    abba: tuple[AbbaVerdict, ...] = ()
+    abba_runs: Mapping[str, Sequence[AbbaRun]] = EMPTY  # runs.jsonl path -> runs as they complete
+    abba_comparisons: tuple[AbbaComparison, ...] = ()  # one per verification, by directory
+    timeline_receipts: tuple[TimelineReceipt, ...] = ()
+    timeline_measurements: tuple[TimelineMeasurement, ...] = ()
+    measure_runs: Mapping[str, Sequence[MeasureRun]] = EMPTY  # .runs.jsonl path -> lines as they arrive
+    measure_comparisons: tuple[MeasureComparison, ...] = ()  # one per .runs.jsonl, by path
+    jobs: tuple[JobRecord, ...] = ()  # newest first
+    job_logs: Mapping[str, JobLogTail] = EMPTY  # job id -> the last lines of its logs
+    gpu: GpuReading | None = None  # the latest NVML reading (live only; recorded and replayed)
     # Problems.
     alerts: tuple[Alert, ...] = ()
-    unreadable: tuple = ()  # formats.problems.Unreadable
+    unreadable: tuple[Unreadable, ...] = ()
     last_event_at: float | None = None
     event_count: int = 0

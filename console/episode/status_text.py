@@ -1,6 +1,12 @@
-"""The human form of the status document (``episcope status`` without --json)."""
+"""The human form of the status document (``episcope status`` without --json).
+
+Phase names, paths, alert messages and the rest come from agent-written files: every line
+goes through ``visible`` so no control sequence reaches the terminal.
+"""
 
 from __future__ import annotations
+
+from .text import visible
 
 
 def _fmt(value, unit: str = "", digits: int = 1) -> str:
@@ -23,18 +29,18 @@ def _short(path: str | None, *roots: str | None) -> str:
 
 def render_status(doc: dict) -> str:
     lines = []
-    roots = (doc["episode"].get("worktree"), doc["campaign"].get("root"))
+    roots = (doc["episode"]["worktree"], doc["campaign"]["root"])
     campaign = doc["campaign"]
     episode = doc["episode"]
     lines.append(f"campaign  {campaign['name']}  ({campaign['root']})")
     lines.append(
         f"episode   {_fmt(episode['number'])}  mode {_fmt(episode['mode'])}  phase {_fmt(episode['phase'])}"
-        f"  status {_fmt(episode.get('status'))}"
+        f"  status {_fmt(episode['status'])}"
         f"  branch {_fmt(episode['branch'])}"
     )
-    if episode.get("worktree"):
+    if episode["worktree"]:
         lines.append(f"worktree  {episode['worktree']}")
-    active = doc.get("active_phase")
+    active = doc["active_phase"]
     if active:
         lines.append(f"active    {active['phase']} ({active['iteration_id']}/{active['attempt_id']})")
     lines.append("phases")
@@ -72,15 +78,32 @@ def render_status(doc: dict) -> str:
             f"profile   {_short(profile['dir'], *roots)}  level {_fmt(profile['level'])}  bottleneck {_fmt(profile['bottleneck'])}"
             f"  symptoms {', '.join(profile['symptoms']) or 'none'}"
         )
-    for verdict in doc["abba"]:
+    for verification in doc["abba"]:
         lines.append(
-            f"abba      {_fmt(verdict['gate'])}  incumbent {_fmt(verdict['incumbent_latency_us'], ' us', 2)}"
-            f"  candidate {_fmt(verdict['candidate_latency_us'], ' us', 2)}  improvement {_fmt(verdict['improvement_pct'], ' %', 2)}"
+            f"abba      {_fmt(verification['gate'])}  incumbent {_fmt(verification['incumbent_latency_us'], ' us', 2)}"
+            f"  candidate {_fmt(verification['candidate_latency_us'], ' us', 2)}"
+            f"  improvement {_fmt(verification['improvement_pct'], ' %', 2)}"
         )
+        lines.append(f"          {verification['ratio']['label']}")
+    for measure in doc["measures"]:
+        lines.append(f"measure   {_short(measure['path'], *roots)}  {measure['ratio']['label']}")
+    for job in doc["jobs"]:
+        if job["state"] in ("queued", "running"):
+            lines.append(f"job       {job['job_id']}  {job['state']}  {_fmt(job['category'] or job['kind'])}")
+    gpu = doc["gpu"]
+    if gpu is not None:
+        if gpu["gpus"] is None:
+            lines.append(f"gpu       N/A ({gpu['unavailable']})")
+        for card in gpu["gpus"] or ():
+            lines.append(
+                f"gpu {card['index']:<5} {_fmt(card['name'])}  util {_fmt(card['utilization_pct'], ' %', 0)}"
+                f"  memory {_fmt(card['memory_used_mib'], '', 0)}/{_fmt(card['memory_total_mib'], ' MiB', 0)}"
+                f"  power {_fmt(card['power_w'], ' W', 0)}  temp {_fmt(card['temperature_c'], ' C', 0)}"
+            )
     for alert in doc["alerts"]:
-        where = f"  ({_short(alert['path'], *roots)})" if alert.get("path") else ""
+        where = f"  ({_short(alert['path'], *roots)})" if alert["path"] else ""
         lines.append(f"ALERT     [{alert['severity']}] {alert['code']}: {alert['message']}{where}")
     for problem in doc["unreadable"]:
         where = problem["path"] if problem["offset"] is None else f"{problem['path']}@{problem['offset']}"
         lines.append(f"UNREADABLE {where}: {problem['error']}")
-    return "\n".join(lines) + "\n"
+    return "".join(visible(line) + "\n" for line in lines)

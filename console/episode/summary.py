@@ -6,20 +6,21 @@ changes when a key changes meaning. Unknown values are ``null``, never 0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from .events import Event
 from .state import EpisodeState
 
+if TYPE_CHECKING:
+    from console.formats.problems import Unreadable
+    from console.formats.supervisor import Attempt, SupervisorState
+    from console.gpu.sampler import GpuReading
+
+T = TypeVar("T")
+
 SCHEMA_VERSION = "episcope-status/v1"
-
-
-def _get(obj, name, default=None):
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -45,31 +46,49 @@ def event_to_json(event: Event) -> dict:
     return {"kind": event.kind, "path": event.path, "offset": event.offset, "at": event.at, "data": to_jsonable(event.data)}
 
 
-def _latest_attempt(state: EpisodeState):
-    attempts = [*(_get(state.supervisor, "attempts") or ()), *state.attempts]
-    numbered = [a for a in attempts if _get(a, "episode") is not None]
-    return max(numbered, key=lambda a: _get(a, "episode")) if numbered else None
+def _latest_attempt(state: EpisodeState) -> Attempt | None:
+    attempts = [*(state.supervisor.attempts if state.supervisor is not None else ()), *state.attempts]
+    numbered = [a for a in attempts if a.episode is not None]
+    return max(numbered, key=lambda a: a.episode or 0) if numbered else None
+
+
+def _first(*values: T | None) -> T | None:
+    """The first value that is known."""
+    return next((v for v in values if v is not None), None)
 
 
 def episode_facts(state: EpisodeState) -> dict:
-    """Which episode this is and where it stands (shared by the status document and the header)."""
-    active = state.active_episode
-    journal = state.journal
-    # Once an episode is archived its active_episode.json is gone; its attempt record
-    # still says what it was.
-    attempt = None if active is not None else _latest_attempt(state)
+    """Which episode this is and where it stands (shared by the status document and the header).
+
+    A fact comes from the active episode while there is one, else from the journal, the
+    git facts, or (once the episode is archived and active_episode.json is gone) its
+    attempt record.
+    """
+    active, journal, handoff, git = state.active_episode, state.journal, state.handoff, state.git
+    attempt = _latest_attempt(state) if active is None else None
+    if active is not None:
+        number, mode, phase, status = active.episode, active.mode, active.phase, active.terminal_status
+        branch, worktree, memory_version = active.episode_branch, active.worktree, active.memory_version
+    else:
+        number = _first(journal.episode if journal else None, attempt.episode if attempt else None)
+        mode = attempt.mode if attempt else None
+        phase = None
+        status = attempt.status if attempt else None
+        branch = _first(journal.episode_branch if journal else None, git.branch if git else None)
+        worktree = state.worktree
+        memory_version = journal.memory_version if journal else None
     return {
-        "number": _get(active, "episode", _get(journal, "episode", _get(attempt, "episode"))),
-        "mode": _get(active, "mode", _get(attempt, "mode")),
-        "phase": _get(active, "phase"),
-        "status": _get(active, "terminal_status", _get(attempt, "status")),
-        "branch": _get(active, "episode_branch", _get(journal, "episode_branch", _get(state.git, "branch"))),
-        "worktree": _get(active, "worktree", state.worktree),
-        "memory_version": _get(active, "memory_version", _get(journal, "memory_version")),
-        "journal_state": _get(journal, "state"),
-        "handoff": _get(state.handoff, "status"),
-        "candidate_commit": _get(state.handoff, "candidate_commit", _get(journal, "candidate_commit")),
-        "head": _get(state.git, "head"),
+        "number": number,
+        "mode": mode,
+        "phase": phase,
+        "status": status,
+        "branch": branch,
+        "worktree": worktree,
+        "memory_version": memory_version,
+        "journal_state": journal.state if journal else None,
+        "handoff": handoff.status if handoff else None,
+        "candidate_commit": handoff.candidate_commit if handoff else journal.candidate_commit if journal else None,
+        "head": git.head if git else None,
     }
 
 
@@ -88,80 +107,70 @@ def _last_evaluation(state: EpisodeState) -> dict | None:
     if not state.evaluations:
         return None
     record = state.evaluations[-1]
-    result = _get(record, "result")
     return {
-        "kernel_sha256": _get(record, "kernel_sha256"),
-        "all_pass": _get(result, "all_pass"),
-        "latency_us_geomean": _get(result, "latency_us_geomean"),
-        "timestamp": _get(record, "timestamp"),
-        "schema_version": _get(record, "schema_version"),
+        "kernel_sha256": record.kernel_sha256,
+        "all_pass": record.result.all_pass,
+        "latency_us_geomean": record.result.latency_us_geomean,
+        "timestamp": record.timestamp,
+        "schema_version": record.schema_version,
     }
 
 
 def _incumbent(state: EpisodeState) -> dict | None:
     if not state.incumbent_curve:
         return None
-    entry = state.incumbent_curve[-1]
-    version = entry[0]
-    record = next((v for v in state.versions if _get(v, "version") == version), None)
+    version = state.incumbent_curve[-1][0]
+    record = next((v for v in state.versions if v.version == version), None)
     return {
         "version": version,
-        "latency_us_geomean": _get(record, "latency_us_geomean"),
-        "performance_score": _get(record, "performance_score"),
+        "latency_us_geomean": record.latency_us_geomean if record else None,
+        "performance_score": record.performance_score if record else None,
     }
 
 
-def _attempts_by_version(state: EpisodeState) -> dict:
-    attempts = [*(_get(state.supervisor, "attempts") or ()), *state.attempts]
-    return {_get(a, "version"): a for a in attempts if _get(a, "version") is not None}
-
-
 def _versions(state: EpisodeState) -> list[dict]:
-    by_version = _attempts_by_version(state)
+    attempts = [*(state.supervisor.attempts if state.supervisor is not None else ()), *state.attempts]
+    by_version = {a.version: a for a in attempts if a.version is not None}
     out = []
     for v in state.versions:
-        attempt = by_version.get(_get(v, "version"))
+        attempt = by_version.get(v.version) if v.version is not None else None
         out.append(
             {
-                "version": _get(v, "version"),
-                "latency_us_geomean": _get(v, "latency_us_geomean"),
-                "performance_score": _get(v, "performance_score"),
-                "accepted": _get(attempt, "accepted"),
-                "status": _get(attempt, "status") or _get(v, "long_horizon_status"),
-                "correctness": _get(v, "correctness_status"),
-                "measurement_subject": _get(v, "measurement_subject"),
-                "git_commit_hash": _get(v, "git_commit_hash"),
+                "version": v.version,
+                "latency_us_geomean": v.latency_us_geomean,
+                "performance_score": v.performance_score,
+                "accepted": attempt.accepted if attempt else None,
+                "status": (attempt.status if attempt else None) or v.long_horizon_status,
+                "correctness": v.correctness_status,
+                "measurement_subject": v.measurement_subject,
+                "git_commit_hash": v.git_commit_hash,
             }
         )
     return out
 
 
 def _profiles(state: EpisodeState) -> list[dict]:
-    out = []
-    for profile in state.profiles:
-        kernels = _get(profile, "kernels", ()) or ()
-        out.append(
-            {
-                "dir": _get(profile, "dir"),
-                "level": _get(profile, "level"),
-                "kernels": [_get(k, "name") for k in kernels],
-                "bottleneck": _get(profile, "bottleneck"),
-                "symptoms": list(_get(profile, "symptoms", ()) or ()),
-                "localize": list(_get(profile, "localize", ()) or ()),
-                "kernel_sha256": _get(profile, "kernel_sha256"),
-            }
-        )
-    return out
+    return [
+        {
+            "dir": profile.dir,
+            "level": profile.level,
+            "kernels": [k.name for k in profile.kernels],
+            "bottleneck": profile.bottleneck,
+            "symptoms": list(profile.symptoms),
+            "localize": list(profile.localize),
+            "kernel_sha256": profile.kernel_sha256,
+        }
+        for profile in state.profiles
+    ]
 
 
 def _sandbox(state: EpisodeState) -> dict:
-    counts = {"running": 0, "succeeded": 0, "failed": 0}
+    counts: dict[str, Any] = {"running": 0, "succeeded": 0, "failed": 0}
     for op in state.sandbox_operations:
         counts[op.status] = counts.get(op.status, 0) + 1
     jobs: dict[str, int] = {}
     for job in state.jobs:
-        job_state = _get(job, "state") or "unknown"
-        jobs[job_state] = jobs.get(job_state, 0) + 1
+        jobs[job.state] = jobs.get(job.state, 0) + 1
     seconds = [op.duration_seconds for op in state.sandbox_operations if op.duration_seconds is not None]
     counts["seconds"] = sum(seconds) if seconds else None
     counts["jobs"] = jobs
@@ -169,34 +178,125 @@ def _sandbox(state: EpisodeState) -> dict:
 
 
 def _abba(state: EpisodeState) -> list[dict]:
+    """One entry per verification: the verdict's fields (null until result.json is in) and
+    the one comparison statistic the console draws."""
+    out = []
+    for comparison in state.abba_comparisons:
+        verdict = comparison.verdict
+        out.append(
+            {
+                "directory": comparison.directory,
+                "gate": verdict.gate if verdict else None,
+                "candidate_latency_us": verdict.candidate_latency_us if verdict else None,
+                "incumbent_latency_us": verdict.incumbent_latency_us if verdict else None,
+                "improvement_pct": verdict.improvement_pct if verdict else None,
+                "error": verdict.error if verdict else None,
+                "runs": comparison.runs,
+                "invalid_runs": comparison.invalid_runs,
+                "artifact": verdict.artifact if verdict else None,
+                "samples_us": {"incumbent": list(comparison.incumbent_us), "candidate": list(comparison.candidate_us)},
+                "geomean_us": {"incumbent": comparison.incumbent_geomean_us, "candidate": comparison.candidate_geomean_us},
+                "ratio": msgspec.to_builtins(comparison.ratio),
+            }
+        )
+    return out
+
+
+def _measures(state: EpisodeState) -> list[dict]:
     return [
         {
-            "gate": _get(v, "gate"),
-            "candidate_latency_us": _get(v, "candidate_latency_us"),
-            "incumbent_latency_us": _get(v, "incumbent_latency_us"),
-            "improvement_pct": _get(v, "improvement_pct"),
-            "runs": len(_get(v, "runs", ()) or ()),
-            "artifact": _get(v, "artifact"),
+            "path": m.path,
+            "samples_ms": {"baseline": list(m.baseline_ms), "instrumented": list(m.instrumented_ms)},
+            "median_ms": {"baseline": m.baseline_median_ms, "instrumented": m.instrumented_median_ms},
+            "ratio": msgspec.to_builtins(m.ratio),
+            "reported": None if m.reported is None else {
+                "overhead_percent": m.reported.overhead_percent,
+                "interval_low_percent": m.reported.interval_low_percent,
+                "interval_high_percent": m.reported.interval_high_percent,
+                "verdict": m.reported.verdict,
+            },
         }
-        for v in state.abba
+        for m in state.measure_comparisons
     ]
 
 
 def _timeline(state: EpisodeState) -> list[dict]:
     return [
         {
-            "path": _get(r, "path"),
-            "evidence_class": _get(r, "evidence_class"),
-            "stage": _get(r, "stage"),
-            "workload_identity": _get(r, "workload_identity"),
+            "path": r.path,
+            "evidence_class": r.evidence_class,
+            "stage": r.stage,
+            "workload_identity": r.workload_identity,
         }
         for r in state.timeline_receipts
     ]
 
 
-def status_document(state: EpisodeState) -> dict:
-    supervisor = state.supervisor
+def _supervisor(supervisor: SupervisorState | None) -> dict | None:
+    if supervisor is None:
+        return None
+    return {
+        "episodes": supervisor.episodes,
+        "accepted": supervisor.accepted,
+        "rejected": supervisor.rejected,
+        "pivoted": supervisor.pivoted,
+        "blocked": supervisor.blocked,
+        "protocol_failures": supervisor.protocol_failures,
+        "interrupted": supervisor.interrupted,
+        "tokens": supervisor.tokens,
+        "consecutive_without_promotion": supervisor.consecutive_without_promotion,
+    }
+
+
+def _jobs(state: EpisodeState) -> list[dict]:
+    """Each sandbox job, newest first, with the last lines of its stdout and stderr."""
+    out = []
+    for job in state.jobs:
+        tail = state.job_logs.get(job.job_id)
+        out.append(
+            {
+                "job_id": job.job_id,
+                "state": job.state,
+                "category": job.category,
+                "kind": job.kind,
+                "slot": job.slot,
+                "argv": None if job.argv is None else list(job.argv),
+                "created_at": job.created_at,
+                "started_at": job.started_at,
+                "finished_at": job.finished_at,
+                "duration_seconds": job.duration_seconds,
+                "exit_code": job.exit_code,
+                "result_code": job.result_code,
+                "log_tail": {
+                    "stdout": list(tail.stdout) if tail else [],
+                    "stderr": list(tail.stderr) if tail else [],
+                },
+            }
+        )
+    return out
+
+
+def _gpu(reading: GpuReading | None) -> dict | None:
+    """The GPUs as NVML read them, or ``gpus: null`` with the reason none could be read;
+    ``null`` when no reading was taken (a replay of a recording without GPU readings)."""
+    if reading is None:
+        return None
+    return {
+        "sampled_at": reading.sampled_at,
+        "gpus": [msgspec.to_builtins(gpu) for gpu in reading.gpus] if reading.unavailable is None else None,
+        "unavailable": reading.unavailable,
+    }
+
+
+def _unreadable(problem: Unreadable) -> dict:
+    return {"path": problem.path, "offset": problem.offset, "error": problem.error}
+
+
+def status_document(state: EpisodeState, gpu: GpuReading | None = None) -> dict:
+    """The status document; ``gpu`` is a reading taken for it (the headless status samples
+    once), else the state's latest reading."""
     active = state.active_phase
+    reading = state.gpu if gpu is None else gpu
     return {
         "schema_version": SCHEMA_VERSION,
         "campaign": {"name": state.campaign, "root": state.campaign_root},
@@ -212,16 +312,17 @@ def status_document(state: EpisodeState) -> dict:
         "evaluations": {"count": len(state.evaluations), "kernels": len(state.evaluations_by_sha), "last": _last_evaluation(state)},
         "incumbent": _incumbent(state),
         "versions": _versions(state),
-        "supervisor": None
-        if supervisor is None
-        else {k: _get(supervisor, k) for k in ("episodes", "accepted", "rejected", "pivoted", "blocked", "protocol_failures", "interrupted", "tokens", "consecutive_without_promotion")},
+        "supervisor": _supervisor(state.supervisor),
         "journal": None
         if state.journal is None
-        else {"state": _get(state.journal, "state"), "experiments": len(_get(state.journal, "experiments", ()) or ())},
+        else {"state": state.journal.state, "experiments": len(state.journal.experiments or ())},
         "profiles": _profiles(state),
         "abba": _abba(state),
+        "measures": _measures(state),
         "timeline": _timeline(state),
-        "git": to_jsonable(state.git),
-        "alerts": [a.to_json() for a in state.alerts],
-        "unreadable": [to_jsonable(u) for u in state.unreadable],
+        "jobs": _jobs(state),
+        "gpu": _gpu(reading),
+        "git": None if state.git is None else msgspec.to_builtins(state.git),
+        "alerts": [msgspec.to_builtins(a) for a in state.alerts],
+        "unreadable": [_unreadable(u) for u in state.unreadable],
     }

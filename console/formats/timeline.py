@@ -171,6 +171,8 @@ class MeasureRun(msgspec.Struct, frozen=True):
     reason: str | None
     at: float | None
     raw: dict
+    workload_identity: str | None = None  # a run's; the drift guard compares them
+    device_uuid: str | None = None
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
@@ -192,7 +194,8 @@ def parse_measure_run_line(line: bytes | str) -> MeasureRun:
         interval_low_percent=_num(obj.get("interval_low_percent")),
         interval_high_percent=_num(obj.get("interval_high_percent")),
         p_value=_num(obj.get("p_value")), verdict=_str(obj.get("verdict")), reason=_str(obj.get("reason")),
-        at=_num(obj.get("at")), raw=obj,
+        at=_num(obj.get("at")), raw=obj, workload_identity=_str(obj.get("workload_identity")),
+        device_uuid=_str((_dict(obj.get("device_identity")) or {}).get("uuid")),
     )
 
 

@@ -1,18 +1,23 @@
-"""NVML samples for the GPU pane: every query may fail, and a failure reads N/A.
+"""NVML readings: every query may fail, and a failure reads N/A (None, never 0).
 
-``pynvml`` (package nvidia-ml-py) is imported lazily so a machine without the driver, or
-without the package, simply reports no GPU. Each field is queried on its own: a driver that
-refuses the power reading must not hide the temperature.
+A reading is an event like any other (kind ``gpu``, path ``nvml``): the live console feeds
+each one through the reducer, so it is recorded and replayed, and ``status`` takes one of
+its own. ``pynvml`` (package nvidia-ml-py) is imported lazily so a machine without the
+driver, or without the package, simply reports no GPU. Each field is queried on its own: a
+driver that refuses the power reading must not hide the temperature.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import time
+from typing import Any, Callable
+
+import msgspec
+
+NVML_PATH = "nvml"  # the path of every GPU reading event: it comes from the driver, not a file
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSample:
+class GpuSample(msgspec.Struct, frozen=True):
     index: int
     name: str | None = None
     uuid: str | None = None
@@ -25,14 +30,11 @@ class GpuSample:
     power_limit_w: float | None = None
     temperature_c: float | None = None
 
-    def to_json(self) -> dict:
-        return {name: getattr(self, name) for name in self.__slots__}
 
-
-@dataclass(frozen=True, slots=True)
-class GpuReading:
+class GpuReading(msgspec.Struct, frozen=True):
     """One sampling pass: the GPUs seen, or why none could be read."""
 
+    sampled_at: float | None = None  # wall clock (unix seconds)
     gpus: tuple[GpuSample, ...] = ()
     unavailable: str | None = None  # one line: no driver, no package, no device
 
@@ -53,9 +55,10 @@ def _text(value: object) -> str | None:
 class GpuSampler:
     """Keeps NVML initialised for the console's lifetime; ``sample()`` never raises."""
 
-    def __init__(self) -> None:
-        self._nvml = None
-        self._handles: list = []
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._nvml: Any = None
+        self._handles: list[Any] = []
         self._unavailable: str | None = None
         self._started = False
 
@@ -82,11 +85,12 @@ class GpuSampler:
     def sample(self) -> GpuReading:
         if not self._started:
             self._start()
+        at = self._clock()
         if self._nvml is None or not self._handles:
-            return GpuReading((), self._unavailable or "no NVIDIA GPU found")
-        return GpuReading(tuple(self._sample_one(i, h) for i, h in enumerate(self._handles)))
+            return GpuReading(at, (), self._unavailable or "no NVIDIA GPU found")
+        return GpuReading(at, tuple(self._sample_one(i, h) for i, h in enumerate(self._handles)))
 
-    def _sample_one(self, index: int, handle) -> GpuSample:
+    def _sample_one(self, index: int, handle: Any) -> GpuSample:
         if handle is None:
             return GpuSample(index)
         nv = self._nvml

@@ -1,11 +1,18 @@
-"""A yes/no question before anything destructive; ``y``/Enter confirms, ``n``/Esc declines."""
+"""A yes/no question before anything destructive; ``y``/Enter confirms, ``n``/Esc declines.
+
+The question names a job by its id and category, which are agent-written: it is shown as
+text with control characters made visible, never as markup.
+"""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from console.episode.text import visible_lines
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -30,7 +37,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self):
         with Vertical():
-            yield Static(self.question, id="confirm-question")
+            yield Static(Text(visible_lines(self.question)), id="confirm-question")
             with Horizontal():
                 yield Button("Yes (y)", variant="error", id="confirm-yes")
                 yield Button("No (n)", variant="primary", id="confirm-no")

@@ -1,71 +1,26 @@
 """The intra-kernel timeline of one receipt, with Perfetto export.
 
-The receipt names the raw buffer, manifest and event dictionary relative to itself; the
-screen decodes the raw buffer again (the same decoder ``validate`` uses), so what it shows
-is what the buffer says, not what a summary claimed.
+Decoding a capture and writing its trace are slow: both run in a worker thread
+(``console.timeline.capture_view``) and come back as a message; the screen draws only what
+the message carries, and says "decoding…" meanwhile.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 from rich.text import Text
+from textual import work
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
 from console.episode.replay import state_dir
+from console.episode.text import visible
+from console.timeline.capture_view import CaptureView, TimelineLoadError, capture_view, export_perfetto
 from widgets.key_bar import KeyBar
 from widgets.timeline_view import TimelineView
-
-
-class TimelineLoadError(Exception):
-    """The receipt or its capture cannot be shown (message lists every problem)."""
-
-
-def load_capture(receipt_path: str | Path):
-    from console.timeline.decode import CaptureRejected, decode
-    from console.timeline.manifest import SpecError, parse_dictionary, parse_manifest
-
-    receipt_path = Path(receipt_path)
-    try:
-        receipt = json.loads(receipt_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise TimelineLoadError(f"{receipt_path}: {exc}") from None
-    base = receipt_path.parent
-
-    def named(key: str) -> Path:
-        value = receipt.get(key)
-        if isinstance(value, dict):
-            value = value.get("path")
-        if not isinstance(value, str):
-            raise TimelineLoadError(f"{receipt_path}: receipt names no {key}")
-        return base / value
-
-    try:
-        raw = named("raw").read_bytes()
-        manifest = parse_manifest(json.loads(named("manifest").read_text()))
-        dictionary = parse_dictionary(json.loads(named("event_dictionary").read_text()))
-    except (OSError, ValueError, SpecError) as exc:
-        raise TimelineLoadError(f"{receipt_path}: {exc}") from None
-    try:
-        return decode(raw, manifest, dictionary)
-    except CaptureRejected as exc:
-        raise TimelineLoadError("capture rejected: " + "; ".join(str(p) for p in exc.problems)) from None
-
-
-def export_perfetto(capture, name: str) -> Path:
-    """Write the Perfetto trace under the user's state directory (never the workspace)."""
-    from console.timeline.export import perfetto_trace_bytes
-
-    target = state_dir() / "exports" / f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.perfetto-trace"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_suffix(".tmp")
-    temp.write_bytes(perfetto_trace_bytes(capture))
-    temp.replace(target)
-    return target
 
 
 class TimelineScreen(Screen):
@@ -74,25 +29,56 @@ class TimelineScreen(Screen):
         Binding("e", "export", "export Perfetto", id="timeline.export"),
     ]
 
+    class Loaded(Message):
+        """A capture decoded (``view``) or refused (``error``)."""
+
+        def __init__(self, view: CaptureView | None, error: str | None) -> None:
+            super().__init__()
+            self.view = view
+            self.error = error
+
+    class Exported(Message):
+        def __init__(self, path: Path | None, error: str | None) -> None:
+            super().__init__()
+            self.path = path
+            self.error = error
+
     def __init__(self, receipt_path: str | Path) -> None:
         super().__init__()
         self.receipt_path = Path(receipt_path)
-        self.capture = None
+        self.view: CaptureView | None = None
         self.error: str | None = None
-        try:
-            self.capture = load_capture(self.receipt_path)
-        except TimelineLoadError as exc:
-            self.error = str(exc)
+
+    @property
+    def capture(self):
+        return self.view.capture if self.view is not None else None
 
     def compose(self):
-        shown = f"{self.receipt_path.parent.name}/{self.receipt_path.name}"
-        title = Static(Text(f"intra-kernel timeline  {shown}   (e export Perfetto, esc back)", style="bold"), id="timeline-title")
-        yield title
-        if self.capture is not None:
-            yield TimelineView(self.capture)
-        else:
-            yield Static(Text(self.error or "nothing to show", style="red"), id="timeline-error")
+        shown = visible(f"{self.receipt_path.parent.name}/{self.receipt_path.name}")
+        yield Static(Text(f"intra-kernel timeline  {shown}   (e export Perfetto, esc back)", style="bold"),
+                     id="timeline-title")
+        yield Static(Text("decoding the capture…", style="dim"), id="timeline-status")
         yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-load")
+    def load(self) -> None:
+        try:
+            self.post_message(self.Loaded(capture_view(self.receipt_path), None))
+        except TimelineLoadError as exc:
+            self.post_message(self.Loaded(None, str(exc)))
+
+    def on_timeline_screen_loaded(self, message: Loaded) -> None:
+        self.view, self.error = message.view, message.error
+        self.query_one("#timeline-status", Static).remove()
+        if message.view is not None:
+            shown = TimelineView(message.view)
+        else:
+            shown = Static(Text(visible(message.error or "nothing to show"), style="red"), id="timeline-error")
+        self.mount(shown, before=self.query_one(KeyBar))
+        self.refresh_bindings()
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "export" and self.capture is None:
@@ -100,11 +86,21 @@ class TimelineScreen(Screen):
         return True
 
     def action_export(self) -> None:
-        if self.capture is None:
-            return
+        if self.view is not None:
+            self.export(self.view)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-export")
+    def export(self, view: CaptureView) -> None:
+        """Write the trace under the user's state directory (never the workspace)."""
         try:
-            path = export_perfetto(self.capture, self.receipt_path.parent.name or "timeline")
+            path = export_perfetto(view.capture, self.receipt_path.parent.name, state_dir() / "exports")
         except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error")
+            self.post_message(self.Exported(None, str(exc)))
             return
-        self.notify(f"Perfetto trace written to {path}")
+        self.post_message(self.Exported(path, None))
+
+    def on_timeline_screen_exported(self, message: Exported) -> None:
+        if message.path is None:
+            self.notify(visible(f"export failed: {message.error}"), severity="error", markup=False)
+        else:
+            self.notify(visible(f"Perfetto trace written to {message.path}"), markup=False)

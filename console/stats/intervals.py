@@ -1,14 +1,17 @@
-"""Confidence intervals: Hodges-Lehmann shift with its exact interval, block bootstrap."""
+"""The Hodges-Lehmann shift with its exact distribution-free interval.
+
+Standard library only, so the headless status can state an ABBA interval without importing
+numpy; the samples it sees are a few dozen runs a side.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from statistics import median
+from typing import Iterable
 
-import numpy as np
-
-from .ranks import EXACT_LIMIT, mann_whitney_counts
+from .distributions import EXACT_LIMIT, mann_whitney_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,46 +74,17 @@ def _normal_quantile(p: float) -> float:
     return (lo + hi) / 2.0
 
 
-def hodges_lehmann(x, y, confidence: float = 0.95) -> Interval:
+def hodges_lehmann(x: Iterable[float], y: Iterable[float], confidence: float = 0.95) -> Interval:
     """Shift of y relative to x: median of all y_j - x_i, with its distribution-free interval."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if x.size == 0 or y.size == 0:
+    xs = [float(v) for v in x]
+    ys = [float(v) for v in y]
+    if not xs or not ys:
         raise ValueError("both samples need at least one value")
-    diffs = np.sort((y[None, :] - x[:, None]).ravel())
-    estimate = float(np.median(diffs))
-    rank = hodges_lehmann_rank(x.size, y.size, confidence)
+    diffs = sorted(b - a for a in xs for b in ys)
+    estimate = float(median(diffs))
+    rank = hodges_lehmann_rank(len(xs), len(ys), confidence)
     if rank is None:
         return Interval("hodges_lehmann_exact", estimate, None, None, confidence, None)
     k, coverage = rank
-    method = "hodges_lehmann_exact" if x.size * y.size <= EXACT_LIMIT else "hodges_lehmann_normal"
-    return Interval(method, estimate, float(diffs[k - 1]), float(diffs[diffs.size - k]), confidence, coverage)
-
-
-def bootstrap_blocks(
-    blocks_a: np.ndarray,
-    blocks_b: np.ndarray,
-    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    confidence: float = 0.95,
-    resamples: int = 4000,
-    seed: int = 0,
-) -> Interval:
-    """Percentile bootstrap resampling whole blocks (rows) with replacement.
-
-    ``blocks_a``/``blocks_b`` are (blocks, samples per block) arrays; ``statistic`` maps
-    (resamples, values) arrays of a and b to one value per resample. Resampling blocks, not
-    samples, keeps the drift that a block shares in every resample. The seed is fixed so
-    the interval can be recomputed bit for bit.
-    """
-    a = np.asarray(blocks_a, dtype=np.float64)
-    b = np.asarray(blocks_b, dtype=np.float64)
-    nblocks = a.shape[0]
-    estimate = float(statistic(a.reshape(1, -1), b.reshape(1, -1))[0])
-    if nblocks < 2:
-        return Interval("bootstrap_blocks", estimate, None, None, confidence, None)
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, nblocks, size=(resamples, nblocks))
-    values = statistic(a[pick].reshape(resamples, -1), b[pick].reshape(resamples, -1))
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return Interval("bootstrap_blocks", estimate, float(low), float(high), confidence, confidence)
+    method = "hodges_lehmann_exact" if len(diffs) <= EXACT_LIMIT else "hodges_lehmann_normal"
+    return Interval(method, estimate, diffs[k - 1], diffs[len(diffs) - k], confidence, coverage)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-EXACT_LIMIT = 2500  # largest m*n (or n(n+1)/2) for which the exact distribution is built
+from .distributions import EXACT_LIMIT, cdf, mann_whitney_counts, signed_rank_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,44 +18,6 @@ class RankTest:
 
     def to_json(self) -> dict:
         return {"method": self.method, "statistic": self.statistic, "p_value": self.p_value}
-
-
-@lru_cache(maxsize=64)
-def mann_whitney_counts(m: int, n: int) -> tuple[int, ...]:
-    """Number of orderings of m x's and n y's with U = 0..m*n (no ties).
-
-    These are the coefficients of the Gaussian binomial [m+n choose m]_q, built as the
-    product over i of (1 - q^(n+i)) / (1 - q^i); every partial product is a polynomial.
-    """
-    size = m * n + 1
-    c = [0] * size
-    c[0] = 1
-    for i in range(1, m + 1):
-        a = n + i
-        for k in range(size - 1, a - 1, -1):
-            c[k] -= c[k - a]
-        for k in range(i, size):
-            c[k] += c[k - i]
-    return tuple(c)
-
-
-@lru_cache(maxsize=64)
-def signed_rank_counts(n: int) -> tuple[int, ...]:
-    """Number of sign patterns of ranks 1..n whose positive-rank sum is W = 0..n(n+1)/2."""
-    size = n * (n + 1) // 2 + 1
-    c = [0] * size
-    c[0] = 1
-    for i in range(1, n + 1):
-        for k in range(size - 1, i - 1, -1):
-            c[k] += c[k - i]
-    return tuple(c)
-
-
-def _cdf(counts: tuple[int, ...], k: int) -> float:
-    """P(S <= k) for the exact distribution given by ``counts``."""
-    if k < 0:
-        return 0.0
-    return sum(counts[: k + 1]) / sum(counts)
 
 
 def rank_average(values: np.ndarray) -> np.ndarray:
@@ -94,7 +55,7 @@ def mann_whitney(x, y) -> RankTest:
     if ties == 0 and m * n <= EXACT_LIMIT:
         counts = mann_whitney_counts(min(m, n), max(m, n))
         k = int(round(u))
-        p = 2.0 * min(_cdf(counts, k), 1.0 - _cdf(counts, k - 1))
+        p = 2.0 * min(cdf(counts, k), 1.0 - cdf(counts, k - 1))
         return RankTest("mann_whitney_exact", u, min(1.0, p))
     mean = m * n / 2.0
     var = m * n / 12.0 * ((m + n + 1) - ties / ((m + n) * (m + n - 1)))
@@ -121,7 +82,7 @@ def wilcoxon_signed_rank(differences) -> RankTest:
     if ties == 0 and n * (n + 1) // 2 <= EXACT_LIMIT:
         counts = signed_rank_counts(n)
         k = int(round(w))
-        p = 2.0 * min(_cdf(counts, k), 1.0 - _cdf(counts, k - 1))
+        p = 2.0 * min(cdf(counts, k), 1.0 - cdf(counts, k - 1))
         return RankTest("wilcoxon_exact", w, min(1.0, p))
     mean = n * (n + 1) / 4.0
     var = n * (n + 1) * (2 * n + 1) / 24.0 - ties / 48.0

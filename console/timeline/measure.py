@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from console.stats.intervals import bootstrap_blocks, hodges_lehmann
+from console.stats.bootstrap import bootstrap_blocks
+from console.stats.intervals import hodges_lehmann
 from console.stats.ranks import mann_whitney
 
 from .files import append_line, atomic_write, json_bytes, sha256_file

@@ -1,0 +1,109 @@
+"""Latency comparisons derived from the runs in the state, computed once per snapshot.
+
+Every front door shows these same numbers: the console's ABBA pane draws them,
+``status --json`` prints them, a replay recomputes them from the same events. Run files
+only grow, so a comparison is recomputed only when its runs or its verdict changed (the
+live console takes a snapshot after every batch of events).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from console.stats.ratio import centre, latency_ratio
+
+from .state import AbbaComparison, MeasureComparison
+
+if TYPE_CHECKING:
+    from console.formats.abba import AbbaRun, AbbaVerdict
+    from console.formats.timeline import MeasureRun
+
+RUNS_NAME = "runs.jsonl"
+
+
+def verdict_directory(verdict: AbbaVerdict) -> str | None:
+    """The verification directory a verdict belongs to (its artifact is the directory, or
+    the result.json the verdict was scored from)."""
+    artifact = verdict.artifact
+    if not artifact:
+        return None
+    return os.path.dirname(artifact) if artifact.endswith("result.json") else artifact.rstrip("/")
+
+
+def abba_comparison(directory: str | None, runs: Sequence[AbbaRun], verdict: AbbaVerdict | None) -> AbbaComparison:
+    sides: dict[str, list[float]] = {"incumbent": [], "candidate": []}
+    invalid = 0
+    for run in runs:
+        if run.valid and run.revision in sides:
+            sides[run.revision].append(run.result.latency_us_geomean)
+        else:
+            invalid += 1
+    ratio = latency_ratio(sides["incumbent"], sides["candidate"], center="geomean", names="cand/inc")
+    incumbent, candidate = sides["incumbent"], sides["candidate"]
+    return AbbaComparison(directory, len(runs), invalid, tuple(incumbent), tuple(candidate),
+                          centre(incumbent, "geomean"), centre(candidate, "geomean"), ratio, verdict)
+
+
+def measure_comparison(path: str, runs: Sequence[MeasureRun]) -> MeasureComparison:
+    sides: dict[str, list[float]] = {"baseline": [], "instrumented": []}
+    reported = None  # the measure tool's own latest estimate (a block or done line)
+    for run in runs:
+        if run.event == "run" and run.latency_ms is not None and run.variant in sides:
+            sides[run.variant].append(run.latency_ms)
+        elif run.overhead_percent is not None or run.verdict:
+            reported = run
+    ratio = latency_ratio(sides["baseline"], sides["instrumented"], center="median", names="instr/base")
+    baseline, instrumented = sides["baseline"], sides["instrumented"]
+    return MeasureComparison(path, tuple(baseline), tuple(instrumented), centre(baseline, "median"),
+                             centre(instrumented, "median"), ratio, reported)
+
+
+class Comparisons:
+    """The comparisons of successive snapshots, each recomputed only when its inputs moved."""
+
+    def __init__(self) -> None:
+        # Keyed by the identity of the last run and of the verdict; each entry keeps those
+        # objects alive, so an identity cannot be reused for another record meanwhile.
+        self._abba: dict[tuple, tuple[AbbaComparison, object, object]] = {}
+        self._measure: dict[tuple, tuple[MeasureComparison, object]] = {}
+
+    def abba(self, verdicts: Sequence[AbbaVerdict],
+             runs_by_path: Mapping[str, Sequence[AbbaRun]]) -> tuple[AbbaComparison, ...]:
+        """One comparison per verification directory, in directory order; the runs are those
+        of ``runs.jsonl`` while it grows, else those the verdict carries."""
+        by_directory: dict[str, list[AbbaVerdict]] = {}
+        undirected = []
+        for verdict in verdicts:
+            directory = verdict_directory(verdict)
+            if directory is None:
+                undirected.append(verdict)
+            else:
+                by_directory.setdefault(directory, []).append(verdict)
+        for path in runs_by_path:
+            by_directory.setdefault(os.path.dirname(path), [])
+        wanted: list[tuple[str | None, Sequence[AbbaRun], AbbaVerdict | None]] = []
+        for directory in sorted(by_directory):
+            verdict = by_directory[directory][0] if by_directory[directory] else None
+            runs = runs_by_path.get(os.path.join(directory, RUNS_NAME))
+            if runs is None:
+                runs = verdict.runs if verdict is not None and verdict.runs is not None else ()
+            wanted.append((directory, runs, verdict))
+        wanted.extend((None, verdict.runs or (), verdict) for verdict in undirected)
+        done = {}
+        for directory, runs, verdict in wanted:
+            last = runs[-1] if runs else None
+            key = (directory, len(runs), id(last), id(verdict))
+            known = self._abba.get(key)
+            done[key] = known or (abba_comparison(directory, runs, verdict), last, verdict)
+        self._abba = done
+        return tuple(entry[0] for entry in done.values())
+
+    def measure(self, runs_by_path: Mapping[str, Sequence[MeasureRun]]) -> tuple[MeasureComparison, ...]:
+        done = {}
+        for path, runs in sorted(runs_by_path.items()):
+            last = runs[-1] if runs else None
+            key = (path, len(runs), id(last))
+            done[key] = self._measure.get(key) or (measure_comparison(path, runs), last)
+        self._measure = done
+        return tuple(entry[0] for entry in done.values())
