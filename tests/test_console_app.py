@@ -84,7 +84,9 @@ async def test_every_pane_shows_the_episode(episode, tmp_path):
         log = app.query_one(Log)
         assert any("warmup=3" in line for line in log.lines)
         abba = texts(app.query_one(AbbaStats).query_one("#abba-body", Static))
-        assert "PASS" in abba and "n=2" in abba and "+9.95%" in abba and "[0.8911, 0.9100] 67% HL" in abba
+        assert "PASS" in abba and "n=2" in abba and "+9.95%" in abba and "[0.8911, 0.9100] 67% CI, n=2/2" in abba
+        # The gate's statistic (ratio of geometric means), and why the interval is not 95%.
+        assert "geomean cand/inc 0.9005 (-9.95%)" in abba and "(too few runs for 95%)" in abba
         unreadable = rows(app, "#unreadable-table")
         assert any(r[0].endswith("telemetry.jsonl") and r[1].isdigit() for r in unreadable)
         alerts = rows(app, "#alerts-table")
@@ -93,18 +95,25 @@ async def test_every_pane_shows_the_episode(episode, tmp_path):
 
 
 async def test_selecting_a_job_follows_its_log(episode, tmp_path):
-    _, worktree, state = episode
-    app = make_app(state, tmp_path)
+    campaign, worktree, _ = episode
+    app = EpiscopeApp(session=Session(campaign), sample_gpu=False)
     async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, lambda: app.scanned and len(rows(app, "#jobs-table")) == 3)
         await pilot.press("4", "down")
         await pilot.pause(0.6)
         log = app.query_one(Log)
         assert any("correctness mismatch" in line for line in log.lines)
-        # New lines of the selected job's log arrive without a new state.
-        with open(worktree / ".atrex_long_horizon" / "sandbox" / "job-0002" / "stdout.log", "a") as fh:
+        # New lines of the selected job's log arrive as events of the followed workspace
+        # (the pane reads no file), stdout's and stderr's both.
+        job = worktree / ".atrex_long_horizon" / "sandbox" / "job-0002"
+        with open(job / "stdout.log", "a") as fh:
             fh.write("retrying shape 4\n")
-        await pilot.pause(0.8)
+        with open(job / "stderr.log", "a") as fh:
+            fh.write("warning: \x1b]0;owned\x07 slow\n")
+        await settle(pilot, lambda: any("slow" in line for line in log.lines))
         assert any("retrying shape 4" in line for line in log.lines)
+        assert "warning: ␛]0;owned␇ slow" in log.lines  # control characters made visible
+        assert app.episode_state.job_logs["job-0002"].stdout[-1] == "retrying shape 4"
 
 
 async def test_number_keys_tab_and_escape_move_between_panes(episode, tmp_path):
