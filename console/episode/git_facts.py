@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec.structs import replace
 
-from .git_repo import open_repo, read_errors
+from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
 
 if TYPE_CHECKING:
     import git
@@ -60,7 +60,8 @@ def file_sha256(path: Path) -> str | None:
 def _porcelain(repo: git.Repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
     # Every output option is on the command line, so no status.* setting of the repository
     # changes what is read; submodules are not entered (each has a config of its own).
-    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all")
+    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all",
+                          kill_after_timeout=GIT_TIMEOUT_SECONDS)
     dirty, untracked = [], []
     entries = out.split("\0")
     i = 0
@@ -131,7 +132,8 @@ def _candidate_facts(repo: git.Repo, head: str | None, base: str | None, candida
     if base:
         try:
             facts["candidate_descends_from_base"] = repo.is_ancestor(repo.commit(base), commit)
-            changed = repo.git.diff("--no-ext-diff", "--no-textconv", "--name-only", base, commit.hexsha, "--")
+            changed = repo.git.diff("--no-ext-diff", "--no-textconv", "--name-only", base, commit.hexsha, "--",
+                                    kill_after_timeout=GIT_TIMEOUT_SECONDS)
             facts["candidate_changes"] = tuple(sorted(p for p in changed.splitlines() if p))
         except read_errors():
             facts["candidate_descends_from_base"] = None
