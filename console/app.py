@@ -17,12 +17,14 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.markup import escape
 from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import DataTable, Input
@@ -37,14 +39,16 @@ from console.actions import (
     campaign_head,
     cancel,
 )
+from console.episode import events as ev
 from console.episode.state import EpisodeState
+from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
+from console.gpu.sampler import NVML_PATH, GpuReading, GpuSampler
 from console.paths import config_file
 from console.screens.dashboard import DashboardScreen
 from console.settings import load_keymap
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
-from widgets.common import get
 from widgets.gpu_pane import GpuPane
 from widgets.header import EpisodeHeader, running_jobs
 from widgets.jobs_pane import JobsPane
@@ -60,22 +64,29 @@ DRAW_SECONDS = 0.2  # at most five redraws a second, however fast events arrive
 BACKLOG_MESSAGES = 20  # the follower reads no further while the app has this many messages to handle
 TICK_SECONDS = 1.0  # the running phase grows this often without new events
 REPLAY_SECONDS = 0.1
+GPU_SAMPLE_SECONDS = 2.0  # an NVML pass can block for tens of milliseconds on a busy driver
 REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
 
 
 class EpiscopeCommands(Provider):
-    """Command palette entries built from what makes sense on the current state."""
+    """Command palette entries built from what makes sense on the current state.
+
+    Titles name jobs, kernels and receipts (agent-written): control characters are made
+    visible, and the palette reads its strings as markup, so they are escaped here.
+    """
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self.app.palette_commands():
-            yield DiscoveryHit(title, callback, help=help_text)
+            title, help_text = visible(title), visible(help_text)
+            yield DiscoveryHit(Text(title), callback, text=title, help=escape(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_text, callback in self.app.palette_commands():
+            title, help_text = visible(title), visible(help_text)
             score = matcher.match(title)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), callback, help=help_text)
+                yield Hit(score, matcher.highlight(escape(title)), callback, text=title, help=escape(help_text))
 
 
 class EpiscopeApp(App):
@@ -164,7 +175,7 @@ class EpiscopeApp(App):
             yield AbbaStats(number=3, id="abba")
             yield ProfileFunnel(number=2, id="funnel")
             yield JobsPane(number=4, id="jobs")
-            yield GpuPane(self.gpu_sampler, sample=self.sample_gpu and self.mode == "live", number=5, id="gpu")
+            yield GpuPane(sampled=self.samples_gpu(), number=5, id="gpu")
             yield VersionsPane(number=6, id="versions")
             yield AlertsPane(number=7, id="alerts")
             yield UnreadableList(number=8, id="unreadable")
@@ -184,8 +195,6 @@ class EpiscopeApp(App):
         if warning:
             self.notify(warning, severity="warning", timeout=20, markup=False)
         self.query_one("#filter", Input).display = False
-        jobs = self.query_one(JobsPane)
-        jobs.fallback_workspace = self.launcher.workspace if self.launcher else self.episode_state.worktree
         self.set_interval(TICK_SECONDS, self._tick)
         if self.replay is not None:
             self.set_interval(REPLAY_SECONDS, self._replay_tick)
@@ -193,6 +202,9 @@ class EpiscopeApp(App):
         self.query_one("#phases", Pane).focus_pane()
         if self.session is not None:
             self.follow_session()
+        if self.samples_gpu():
+            self.sample_gpu_reading()
+            self.set_interval(GPU_SAMPLE_SECONDS, self.sample_gpu_reading)
 
     # -- states in -------------------------------------------------------------------------
 
@@ -224,6 +236,32 @@ class EpiscopeApp(App):
         # The snapshot is taken when the draw comes, at most once per draw interval.
         self._session_changed = True
         self.schedule_draw()
+
+    # -- GPU readings ------------------------------------------------------------------------
+
+    def samples_gpu(self) -> bool:
+        """Live with a workspace and sampling on: readings become events of the session."""
+        return self.sample_gpu and self.mode == "live" and self.session is not None
+
+    class GpuSampled(Message):
+        def __init__(self, reading: GpuReading) -> None:
+            super().__init__()
+            self.reading = reading
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="gpu")
+    def sample_gpu_reading(self) -> None:
+        if self.gpu_sampler is None:
+            self.gpu_sampler = GpuSampler()
+        self.post_message(self.GpuSampled(self.gpu_sampler.sample()))
+
+    def on_episcope_app_gpu_sampled(self, message: GpuSampled) -> None:
+        """Fold the reading into the state like any file's event (so it is recorded and
+        replayed); the GPU pane draws it from the next state."""
+        reading = message.reading
+        if not self.scanned:
+            return
+        self.set_state(self.session.add([ev.Event(ev.GPU, NVML_PATH, None, reading.sampled_at, reading)]))
+        self._flush_recording()
 
     def _flush_recording(self) -> None:
         if self.recorder is not None:
@@ -272,7 +310,7 @@ class EpiscopeApp(App):
         for pane in self.panes():
             if isinstance(pane, PhaseTimelinePane):
                 pane.show_state(state, now)
-            elif not isinstance(pane, GpuPane):
+            else:
                 pane.show_state(state)
         self.refresh_availability()
 
@@ -324,7 +362,7 @@ class EpiscopeApp(App):
             return "no workspace"
         if name == "cancel_job":
             job = self.selected_job()
-            if job is None or get(job, "state") not in ("queued", "running"):
+            if job is None or job.state not in ("queued", "running"):
                 return "select a queued or running job"
             return None
         action = ACTIONS_BY_NAME[name]
@@ -350,8 +388,10 @@ class EpiscopeApp(App):
         worktree HEAD. The incumbent is None when no base commit is known yet (the launch
         then takes the campaign's HEAD)."""
         state = self.episode_state
-        base = get(state.git, "base_commit") or get(state.active_episode, "base_commit") or get(state.journal, "base_commit")
-        return base, get(state.git, "head")
+        git, active, journal = state.git, state.active_episode, state.journal
+        base = (git.base_commit if git else None) or (active.base_commit if active else None) \
+            or (journal.base_commit if journal else None)
+        return base, git.head if git else None
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         # True: enabled; None: shown dimmed and refused; False: hidden and refused.
@@ -396,9 +436,10 @@ class EpiscopeApp(App):
         why = self.why_blocked(name)
         title = ACTIONS_BY_NAME[name].title
         if why is not None:
-            self.notify(f"{title}: not now ({why})", severity="warning")
+            self.notify(f"{title}: not now ({why})", severity="warning", markup=False)
             return
-        episode = get(self.episode_state.active_episode, "episode")
+        active = self.episode_state.active_episode
+        episode = active.episode if active else None
         commits = {}
         if name == "abba_compare":
             incumbent, candidate = self.abba_commits()
@@ -409,39 +450,38 @@ class EpiscopeApp(App):
             job = self.launcher.launch(name, episode=episode, kernel=self.selected_kernel(), busy=self.busy_jobs(),
                                        **commits)
         except ActionRefused as exc:
-            self.notify(f"{title}: {exc}", severity="error")
+            self.notify(visible(f"{title}: {exc}"), severity="error", markup=False)
             return
-        self.notify(f"{title}: started (sandbox pid {job.process.pid})")
+        self.notify(f"{title}: started (sandbox pid {job.process.pid})", markup=False)
         self.query_one(EpisodeHeader).show_state(self.episode_state, extra=self._header_note(), launched=self._launched_running())
         self.refresh_availability()
 
     def action_cancel_job(self) -> None:
         why = self.why_blocked("cancel_job")
         if why is not None:
-            self.notify(f"cancel: not now ({why})", severity="warning")
+            self.notify(f"cancel: not now ({why})", severity="warning", markup=False)
             return
         job = self.selected_job()
-        job_id = get(job, "job_id")
         from console.screens.confirm import ConfirmScreen
 
-        question = (f"Cancel job {job_id} ({get(job, 'category') or get(job, 'kind') or 'job'}, {get(job, 'state')})?\n"
+        question = (f"Cancel job {job.job_id} ({job.category or job.kind or 'job'}, {job.state})?\n"
                     "Its whole process group will be terminated.")
-        self.push_screen(ConfirmScreen(question), partial(self._cancel_confirmed, get(job, "workspace"), job_id))
+        self.push_screen(ConfirmScreen(question), partial(self._cancel_confirmed, job.workspace, job.job_id))
 
     def _cancel_confirmed(self, workspace: str | None, job_id: str, yes: bool | None) -> None:
         if yes:
             self.cancel_in_background(workspace or self.launcher.workspace, job_id)
         else:
-            self.notify(f"job {job_id} left running")
+            self.notify(visible(f"job {job_id} left running"), markup=False)
 
     @work(thread=True, exit_on_error=False, group="cancel")
     def cancel_in_background(self, workspace: str, job_id: str) -> None:
         try:
             record = cancel(workspace, job_id)
         except Exception as exc:
-            self.call_from_thread(self.notify, f"cancel {job_id}: {exc}", severity="error")
+            self.call_from_thread(self.notify, visible(f"cancel {job_id}: {exc}"), severity="error", markup=False)
             return
-        self.call_from_thread(self.notify, f"job {job_id}: {record.state}")
+        self.call_from_thread(self.notify, visible(f"job {job_id}: {record.state}"), markup=False)
 
     # -- navigation ------------------------------------------------------------------------
 
@@ -586,8 +626,9 @@ class EpiscopeApp(App):
                 kernel = f" on {self.selected_kernel()}" if action.needs_kernel else ""
                 commands.append((f"{action.title}{kernel}", action.description, partial(self.action_launch, action.name)))
         if self.why_blocked("cancel_job") is None:
-            job_id = get(self.selected_job(), "job_id")
-            commands.append((f"Cancel job {job_id}", "asks before terminating its process group", self.action_cancel_job))
+            job = self.selected_job()
+            commands.append((f"Cancel job {job.job_id if job else ''}", "asks before terminating its process group",
+                             self.action_cancel_job))
         for path in self.receipts():
             commands.append((f"Open timeline {Path(path).parent.name}", path, partial(self.open_timeline, path)))
         for pane in self.panes():
@@ -607,6 +648,8 @@ class EpiscopeApp(App):
     def shutdown(self) -> None:
         """Stop following, end the jobs this console started, close the recording."""
         self._stop.set()
+        if self.gpu_sampler is not None:
+            self.gpu_sampler.close()
         if self.launcher is not None:
             self.launcher.shutdown()
         if self.recorder is not None:

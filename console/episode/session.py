@@ -8,7 +8,7 @@ This is the object every front door holds. The live console and ``events --follo
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from .events import Event
@@ -28,7 +28,7 @@ TICK_MS = 1000  # without file changes, re-check everything (cheap stats) this o
 
 
 class Session:
-    def __init__(self, path: str | os.PathLike | None = None, *, workspace: Workspace | None = None,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, workspace: Workspace | None = None,
                  on_event: Callable[[Event], None] | None = None) -> None:
         self.path = path
         self.workspace = workspace or resolve_workspace(path)
@@ -45,12 +45,17 @@ class Session:
     def state(self) -> EpisodeState:
         return self.reducer.snapshot()
 
-    def _feed(self, events) -> None:
+    def _feed(self, events: Iterable[Event]) -> None:
         if self.on_event is not None:
             events = list(events)
             for event in events:
                 self.on_event(event)
         self.reducer.feed(events)
+
+    def add(self, events: list[Event]) -> EpisodeState:
+        """Fold events that no file produced (GPU readings), recorded like the rest."""
+        self._feed(events)
+        return self.state
 
     def scan(self) -> EpisodeState:
         if self.on_event is None:
@@ -60,13 +65,13 @@ class Session:
                 self._feed(batch)
         return self.state
 
-    def scan_events(self):
+    def scan_events(self) -> Iterator[Event]:
         """The cold scan as events, folded on the way through."""
         for batch in self.ingest.scan_batches():
             self._feed(batch)
             yield from batch
 
-    def refresh(self, changed=None) -> list[Event]:
+    def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
         events = self.ingest.refresh(changed)
         self._feed(events)
         return events
@@ -122,7 +127,7 @@ class Session:
             yield self.state
 
 
-def _watch_filter(change, path: str) -> bool:
+def _watch_filter(change: object, path: str) -> bool:
     name = os.path.basename(path)
     if name.endswith((".tmp", ".swp", ".lock", "~")) or name.startswith(".#"):
         return False
