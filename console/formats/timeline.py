@@ -20,7 +20,7 @@ MEASUREMENT_SCHEMA = "atrex-autonomous-timeline-measurement/v1"
 RUN_SCHEMA = "atrex-autonomous-timeline-measure-run/v1"
 
 
-def _object(obj: Any, schema: str) -> dict:
+def _object(obj: Any, schema: str) -> dict[str, Any]:
     if type(obj) is not dict:
         raise FormatError(f"expected a JSON object, got {type(obj).__name__}")
     found = obj.get("schema")
@@ -41,7 +41,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _dict(value: Any) -> dict | None:
+def _dict(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
@@ -63,12 +63,12 @@ class TimelineReceipt(msgspec.Struct, frozen=True):
     summary: str | None
     measurement: str | None
     instrumented_source_sha256: str | None
-    raw: dict
+    raw: dict[str, Any]
     # Where the receipt was read from: its raw buffer, manifest and trace are named relative
     # to it. None for a receipt parsed from an object alone.
     path: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
         if self.classification_reasons is not None:
             out["classification_reasons"] = list(self.classification_reasons)
@@ -114,13 +114,13 @@ class TimelineMeasurement(msgspec.Struct, frozen=True):
     p_value: float | None
     verdict: str | None
     blocks: int | None
-    runs: tuple[dict, ...]
+    runs: tuple[dict[str, Any], ...]
     schedule: tuple[str, ...] | None
     workload_identity: str | None
     device_uuid: str | None
-    raw: dict
+    raw: dict[str, Any]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
         out["runs"] = list(self.runs)
         out["schedule"] = None if self.schedule is None else list(self.schedule)
@@ -170,11 +170,11 @@ class MeasureRun(msgspec.Struct, frozen=True):
     verdict: str | None
     reason: str | None
     at: float | None
-    raw: dict
+    raw: dict[str, Any]
     workload_identity: str | None = None  # a run's; the drift guard compares them
     device_uuid: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
 
 
@@ -199,9 +199,9 @@ def parse_measure_run_line(line: bytes | str) -> MeasureRun:
     )
 
 
-def read_timeline_receipt(path: str | os.PathLike) -> ReadResult[TimelineReceipt]:
+def read_timeline_receipt(path: str | os.PathLike[str]) -> ReadResult[TimelineReceipt]:
     return read_json_document(path, lambda obj: replace(receipt_from_obj(obj), path=str(path)))
 
 
-def read_timeline_measurement(path: str | os.PathLike) -> ReadResult[TimelineMeasurement]:
+def read_timeline_measurement(path: str | os.PathLike[str]) -> ReadResult[TimelineMeasurement]:
     return read_json_document(path, measurement_from_obj)
