@@ -81,7 +81,7 @@ def one_more_event(root: str, path: str) -> dict:
             fh.write(line)
         start = time.perf_counter()
         events = session.refresh([path])
-        session.state
+        _ = session.state  # building the snapshot is part of the cost
         costs.append(time.perf_counter() - start)
         assert len(events) == 1
     return {"refresh_and_snapshot_ms_median": statistics.median(costs) * 1000, "max_ms": max(costs) * 1000}

@@ -160,6 +160,7 @@ class Workload:
 
     def __init__(self, device: Device, degree: int, source: str) -> None:
         from cuda_backend.cupy_adapter import TimelineBuffer
+
         from console.timeline.manifest import warp_writers_manifest
 
         cp = device.cp

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 PHASES = ("profile", "research", "planning", "implementation", "correctness", "benchmark", "recording")
 
@@ -17,7 +17,7 @@ PHASES = ("profile", "research", "planning", "implementation", "correctness", "b
 def telemetry_lines(count: int, *, seed: int = 7, campaign: str = "bench"):
     """Yield ``count`` telemetry lines (bytes, newline-terminated), sorted keys."""
     rng = random.Random(seed)
-    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
     mono = 1000.0
     produced = 0
     iteration = 0

@@ -36,7 +36,7 @@ import random
 import subprocess
 import sys
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ from problem_contract import load_contract  # noqa: E402
 from console.commands.init import create_workspace  # noqa: E402
 from console.formats import abba  # noqa: E402
 from console.formats.plainjson import atomic_write_json, dumps  # noqa: E402
-from console.formats.telemetry_builders import RECEIPT_SCHEMA, SCHEMA_VERSION  # noqa: E402
+from console.formats.telemetry_builders import SCHEMA_VERSION  # noqa: E402
 
 PROBLEM = REPO / "examples" / "problems" / "row_softmax"
 WORKTREES = ".atrex_long_horizon_worktrees"
@@ -114,9 +114,9 @@ class Story:
         self.name = name
         self.parent = out
         self.campaign = out / name
-        start = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc) + timedelta(seconds=self.rng.randrange(0, 30 * 86400))
+        start = datetime(2026, 3, 2, 9, 0, tzinfo=UTC) + timedelta(seconds=self.rng.randrange(0, 30 * 86400))
         self.clock = Clock(start, round(200000.0 + self.rng.uniform(0, 50000), 6))
-        self.hex8 = "%08x" % self.rng.getrandbits(32)
+        self.hex8 = f"{self.rng.getrandbits(32):08x}"
         self.episode_id = f"e0001-{self.hex8}"
         self.worktree = out / WORKTREES / name / self.episode_id
         self.branch = f"atrex/long-e0001-{self.hex8}"
@@ -313,17 +313,17 @@ def write_profiles(story: Story, root: Path) -> list[str]:
     put(f"{deep}/summary.txt", summary_text("row_softmax_naive", naive_ns / 1000, naive_grid[4], 256, m, True).encode())
     put(f"{deep}/analysis/metrics_key_run.json", {k: m[k] for k in ("sm", "mem", "dram", "occ", "l2")})
     put(f"{deep}/analysis/source_metrics_line_run.txt", (
-        "# line  source                                           sectors/req  l2_hit%  share%\n"
-        "  13    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);        32.0     58.2    33.1\n"
-        "  15    for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);       32.0     63.0    33.4\n"
-        "  16    for (int c = 0; c < cols; ++c) yr[c] = expf(xr[c] - m) / s;  32.0   61.7    33.5\n"
-    ).encode())
+        b"# line  source                                           sectors/req  l2_hit%  share%\n"
+        b"  13    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);        32.0     58.2    33.1\n"
+        b"  15    for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);       32.0     63.0    33.4\n"
+        b"  16    for (int c = 0; c < cols; ++c) yr[c] = expf(xr[c] - m) / s;  32.0   61.7    33.5\n"
+    ))
     put(f"{deep}/analysis/warp_stalls_line_run.txt", (
-        "# line  long_scoreboard  lg_throttle  wait  not_selected\n"
-        "  13    6.1              2.0          0.7   0.1\n"
-        "  15    6.0              2.1          0.9   0.1\n"
-        "  16    6.3              2.2          1.1   0.2\n"
-    ).encode())
+        b"# line  long_scoreboard  lg_throttle  wait  not_selected\n"
+        b"  13    6.1              2.0          0.7   0.1\n"
+        b"  15    6.0              2.1          0.9   0.1\n"
+        b"  16    6.3              2.2          1.1   0.2\n"
+    ))
     evidence = [
         {"name": "source_metrics_line_run", "json": "analysis/source_metrics_line_run.json",
          "txt": "analysis/source_metrics_line_run.txt", "purpose": "memory traffic per source line", "status": "ok"},

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def log(message: str) -> None:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def fail(message: str) -> None:
@@ -537,7 +537,7 @@ class Recorder:
         with open(self.campaign / RUNTIME / "supervisor.log", "a", encoding="utf-8") as fh:
             fh.write(f"[long-horizon] episode=1 mode=full status=candidate_ready accepted={accepted} version={version} "
                      f"tokens=unknown commit={promotion or self.candidate}\n")
-            fh.write("[long-horizon] STOP max_episodes; episodes=1 accepted=%d\n" % int(accepted))
+            fh.write(f"[long-horizon] STOP max_episodes; episodes=1 accepted={int(accepted)}\n")
         (self.campaign / RUNTIME / "active_episode.json").unlink()
         log(f"recorded: accepted={accepted} promotion={promotion}")
 

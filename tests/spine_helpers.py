@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-T0 = datetime(2026, 11, 29, 6, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
 
 
 def tele(event: str, mono: float, *, iteration="episode-0001", attempt="invocation-1", **extra) -> dict:

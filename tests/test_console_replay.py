@@ -12,8 +12,15 @@ from console.app import EpiscopeApp
 from console.episode import events as ev
 from console.episode.reducer import fold
 from console.episode.replay import (
-    Recorder, Replay, episode_events, is_recording, load_recording, new_recording_path, recordings_dir,
-    version_commit_times)
+    Recorder,
+    Replay,
+    episode_events,
+    is_recording,
+    load_recording,
+    new_recording_path,
+    recordings_dir,
+    version_commit_times,
+)
 from console.episode.session import Session
 from console_fixture import build_episode
 from widgets.replay_bar import ReplayBar

@@ -9,10 +9,9 @@ import subprocess
 import sys
 import time
 
-from spine_helpers import line, make_campaign, tele, write_lines
-
 from console.episode import events as ev
 from console.episode.session import Session
+from spine_helpers import line, make_campaign, tele, write_lines
 
 
 def _follow_until(session: Session, action, predicate, timeout: float = 15.0) -> list:

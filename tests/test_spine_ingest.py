@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from spine_helpers import git, line, make_campaign, tele, write_lines
 
 from console.episode import events as ev
 from console.episode.registry import artifact_at
 from console.episode.session import Session
 from console.episode.workspace import WorkspaceError, resolve_workspace
+from spine_helpers import git, line, make_campaign, tele, write_lines
 
 EPISCOPE = [sys.executable, "-m", "console.cli"]
 

@@ -6,10 +6,16 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from console.stats.ranks import (mann_whitney, mann_whitney_counts, rank_average, signed_rank_counts,
-                                 wilcoxon_signed_rank)
+from console.stats.ranks import (
+    mann_whitney,
+    mann_whitney_counts,
+    rank_average,
+    signed_rank_counts,
+    wilcoxon_signed_rank,
+)
 
 
 def test_mann_whitney_counts_by_hand():

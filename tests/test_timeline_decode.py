@@ -11,7 +11,6 @@ from console.timeline import abi
 from console.timeline.decode import CaptureRejected, decode
 from console.timeline.encode import encode
 from console.timeline.manifest import SpecError, parse_dictionary, parse_manifest
-
 from timeline_support import claims, load, parsed, records
 
 GRID_OWNERS = 3 * 2 * 3

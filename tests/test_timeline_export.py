@@ -7,7 +7,6 @@ import json
 
 from console.timeline import export
 from console.timeline.decode import decode
-
 from timeline_support import parsed
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from console.timeline.measure import MeasureConfig, MeasureError, measure, runs_log_path, verify_measurement
-
 from timeline_support import FIXTURES
 
 PROGRAM = [sys.executable, "-S", str(FIXTURES / "sample_program.py")]

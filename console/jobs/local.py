@@ -17,9 +17,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 POLL_SECONDS = 0.1
 KILL_GRACE_SECONDS = 3.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from console.formats.job_record import JOB_SCHEMA, RECORD_NAME, JobRecord, job_dir, job_record_from_obj
@@ -43,7 +43,7 @@ def make_stage(workspace: str, job_id: str) -> Path:
 
 
 def new_job_id() -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 class JobRecordWriter:
@@ -55,7 +55,7 @@ class JobRecordWriter:
         self.stage: Path | None = None  # made when the job gets its slot
 
     @classmethod
-    def create(cls, request: JobRequest, *, launcher: str) -> "JobRecordWriter":
+    def create(cls, request: JobRequest, *, launcher: str) -> JobRecordWriter:
         while True:
             job_id = new_job_id()
             directory = job_dir(request.workspace, job_id)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from console.formats.evaluations import RESULT_PREFIX, EvaluatorResult, evaluation_record, parse_result_line
 from console.formats.plainjson import append_json_line, dumps

@@ -15,9 +15,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from console.formats.job_record import RECORD_NAME, JobRecord, job_dir, read_job_record
 from console.formats.plainjson import append_json_line

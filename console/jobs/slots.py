@@ -12,8 +12,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from console.formats.job_record import MAX_SANDBOX_JOBS, SANDBOX_DIR
 
@@ -42,7 +42,7 @@ class Slot:
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
 
-    def __enter__(self) -> "Slot":
+    def __enter__(self) -> Slot:
         return self
 
     def __exit__(self, *exc) -> None:

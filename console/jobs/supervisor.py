@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import errno
 import json
 import os
 import select
@@ -47,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 MODES = ("pidns", "cgroup", "subreaper")
 CLONE_NEWNS = 0x00020000
@@ -463,7 +462,7 @@ def mark_lost(job_dir: str) -> None:
         return
     record.update(
         state="lost",
-        finished_at=datetime.now(timezone.utc).isoformat(),
+        finished_at=datetime.now(UTC).isoformat(),
         message="the sandbox process running the job died; its processes were ended",
     )
     fd, tmp = tempfile.mkstemp(prefix=".job.json.", dir=job_dir)

@@ -36,6 +36,7 @@ import hmac
 import io
 import json
 import os
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -255,8 +256,7 @@ def unpack(data: bytes, dest: str, *, max_total_bytes: int, max_members: int = 1
             fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".unpack", dir=os.path.dirname(target))
             try:
                 with os.fdopen(fd, "wb") as out:
-                    for block in iter(lambda: source.read(_READ), b""):
-                        out.write(block)
+                    shutil.copyfileobj(source, out, _READ)
                 os.chmod(tmp, 0o755 if entry.mode & 0o111 else 0o644)
                 os.replace(tmp, target)
             except BaseException:

@@ -58,17 +58,17 @@ def group_kernels(launches: list[Launch], details: list[Launch]) -> list[dict]:
         groups.setdefault(launch.kernel, []).append(launch)
     kernels = []
     for name, group in groups.items():
-        per_launch = [key_metrics(l) for l in group]
+        per_launch = [key_metrics(launch) for launch in group]
         keys = per_launch[0].keys()
         m = {k: _median(p[k] for p in per_launch) for k in keys}
         total = sum(p["duration_ns"] for p in per_launch if p["duration_ns"] is not None) if any(
             p["duration_ns"] is not None for p in per_launch) else None
         rules = []
-        for l in group:
-            for r in rules_by_id.get(l.id, ()):
+        for launch in group:
+            for r in rules_by_id.get(launch.id, ()):
                 if r not in rules:
                     rules.append(r)
-        kernels.append({"name": name, "launches": len(group), "ids": [l.id for l in group],
+        kernels.append({"name": name, "launches": len(group), "ids": [launch.id for launch in group],
                         "total_duration_ns": total, "key": m, "ncu_rules": rules})
     return kernels
 

@@ -81,7 +81,7 @@ class Header:
     launch_id: int
 
     @classmethod
-    def unpack(cls, data: bytes | memoryview) -> "Header":
+    def unpack(cls, data: bytes | memoryview) -> Header:
         f = HEADER_STRUCT.unpack_from(data, 0)
         return cls(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8],
                    (f[9], f[10], f[11]), (f[12], f[13], f[14]), f[15])

@@ -16,10 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 import cutlass
 import cutlass.cute as cute
+import torch
 from cutlass.cute.experimental import iket
 from cutlass.cute.runtime import from_dlpack
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from console.formats.job_record import list_job_records, read_job_record
+from console.formats.job_record import MAX_SANDBOX_JOBS, list_job_records, read_job_record
 from console.jobs.local import CONTAINMENT_ENV, group_members
-from console.formats.job_record import MAX_SANDBOX_JOBS
 from console.jobs.slots import try_acquire
 
 REPO = Path(__file__).resolve().parents[2]
