@@ -11,16 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from console.app import EpiscopeApp
 from console.episode import events as ev
 from console.episode.registry import artifact_at
 from console.episode.session import Session
 from console.episode.summary import status_document
+from console.stats.ratio import latency_ratio
 from console_fixture import build_episode
 from spine_helpers import git
-from textual.widgets import Static
-from console.stats.ratio import latency_ratio
 from widgets.abba_stats import AbbaStats
 
 ROOT = Path(__file__).resolve().parent.parent

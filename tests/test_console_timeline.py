@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from textual.widgets import DataTable, Static
 
 from console.app import EpiscopeApp
 from console.episode.session import Session
 from console.gpu.sampler import GpuReading, GpuSampler
 from console.screens.timeline import TimelineScreen
 from console_fixture import build_episode, write_receipt
-from textual.widgets import DataTable, Static
 from widgets.gpu_pane import reading_table
 from widgets.timeline_view import OwnerLanes
 

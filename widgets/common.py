@@ -10,7 +10,7 @@ such a ``Text``.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rich.text import Text
 from textual.widgets import DataTable

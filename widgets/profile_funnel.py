@@ -8,7 +8,8 @@ kernel under the cursor is the one a deep profile (``d``) targets.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import DataTable, Static

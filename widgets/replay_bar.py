@@ -6,7 +6,7 @@ shift+←/→ by 10%. The bar only shows and asks: the app owns the ``Replay`` a
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rich.text import Text
 from textual import events
@@ -67,7 +67,7 @@ class ReplayBar(Widget, can_focus=True):
         bar.append("━" * filled, style="bold cyan")
         bar.append("●", style="bold white")
         bar.append("─" * max(0, width - filled - 1), style="dim")
-        when = datetime.fromtimestamp(self.now, timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if self.now else "N/A"
+        when = datetime.fromtimestamp(self.now, UTC).strftime("%Y-%m-%d %H:%M:%S") if self.now else "N/A"
         status = Text()
         status.append(" ▶ playing " if self.playing else " ⏸ paused ", style="reverse bold")
         status.append(f"  ×{self.speed:g}  event {self.position}/{self.total}  {when} UTC  ")

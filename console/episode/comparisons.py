@@ -9,7 +9,8 @@ live console takes a snapshot after every batch of events).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from console.stats.ratio import centre, latency_ratio
 
@@ -35,8 +36,9 @@ def abba_comparison(directory: str | None, runs: Sequence[AbbaRun], verdict: Abb
     sides: dict[str, list[float]] = {"incumbent": [], "candidate": []}
     invalid = 0
     for run in runs:
-        if run.valid and run.revision in sides:
-            sides[run.revision].append(run.result.latency_us_geomean)
+        latency = run.result.latency_us_geomean if run.result is not None else None
+        if run.valid and latency is not None and run.revision in sides:
+            sides[run.revision].append(latency)
         else:
             invalid += 1
     ratio = latency_ratio(sides["incumbent"], sides["candidate"], center="geomean", names="cand/inc")
@@ -65,8 +67,8 @@ class Comparisons:
     def __init__(self) -> None:
         # Keyed by the identity of the last run and of the verdict; each entry keeps those
         # objects alive, so an identity cannot be reused for another record meanwhile.
-        self._abba: dict[tuple, tuple[AbbaComparison, object, object]] = {}
-        self._measure: dict[tuple, tuple[MeasureComparison, object]] = {}
+        self._abba: dict[tuple[str | None, int, int, int], tuple[AbbaComparison, object, object]] = {}
+        self._measure: dict[tuple[str, int, int], tuple[MeasureComparison, object]] = {}
 
     def abba(self, verdicts: Sequence[AbbaVerdict],
              runs_by_path: Mapping[str, Sequence[AbbaRun]]) -> tuple[AbbaComparison, ...]:
@@ -84,18 +86,18 @@ class Comparisons:
             by_directory.setdefault(os.path.dirname(path), [])
         wanted: list[tuple[str | None, Sequence[AbbaRun], AbbaVerdict | None]] = []
         for directory in sorted(by_directory):
-            verdict = by_directory[directory][0] if by_directory[directory] else None
+            found = by_directory[directory][0] if by_directory[directory] else None
             runs = runs_by_path.get(os.path.join(directory, RUNS_NAME))
             if runs is None:
-                runs = verdict.runs if verdict is not None and verdict.runs is not None else ()
-            wanted.append((directory, runs, verdict))
-        wanted.extend((None, verdict.runs or (), verdict) for verdict in undirected)
+                runs = found.runs if found is not None and found.runs is not None else ()
+            wanted.append((directory, runs, found))
+        wanted.extend((None, undirected_verdict.runs or (), undirected_verdict) for undirected_verdict in undirected)
         done = {}
-        for directory, runs, verdict in wanted:
+        for directory, runs, shown in wanted:
             last = runs[-1] if runs else None
-            key = (directory, len(runs), id(last), id(verdict))
+            key = (directory, len(runs), id(last), id(shown))
             known = self._abba.get(key)
-            done[key] = known or (abba_comparison(directory, runs, verdict), last, verdict)
+            done[key] = known or (abba_comparison(directory, runs, shown), last, shown)
         self._abba = done
         return tuple(entry[0] for entry in done.values())
 

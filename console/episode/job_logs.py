@@ -7,8 +7,8 @@ Only the tail is kept (a job may print for hours); the console's jobs pane and
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from console.formats.job_log import log_owner
 

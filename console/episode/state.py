@@ -14,8 +14,9 @@ to resolve these names).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Never
 
 import msgspec
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from console.profiling.result import ProfileResult
     from console.stats.ratio import Ratio
 
-EMPTY: Mapping = MappingProxyType({})  # shared: read-only, so one instance serves all
+EMPTY: Mapping[str, Never] = MappingProxyType({})  # shared: read-only, so one instance serves all
 
 
 class PhaseSpan(msgspec.Struct, frozen=True, gc=False):

@@ -6,10 +6,12 @@ goes through ``visible`` so no control sequence reaches the terminal.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .text import visible
 
 
-def _fmt(value, unit: str = "", digits: int = 1) -> str:
+def _fmt(value: object, unit: str = "", digits: int = 1) -> str:
     if value is None:
         return "unknown"
     if isinstance(value, float):
@@ -27,7 +29,7 @@ def _short(path: str | None, *roots: str | None) -> str:
     return path
 
 
-def render_status(doc: dict) -> str:
+def render_status(doc: dict[str, Any]) -> str:
     lines = []
     roots = (doc["episode"]["worktree"], doc["campaign"]["root"])
     campaign = doc["campaign"]

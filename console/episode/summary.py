@@ -42,12 +42,18 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
-def event_to_json(event: Event) -> dict:
+def event_to_json(event: Event) -> dict[str, Any]:
     return {"kind": event.kind, "path": event.path, "offset": event.offset, "at": event.at, "data": to_jsonable(event.data)}
 
 
+def _all_attempts(state: EpisodeState) -> list[Attempt]:
+    """The supervisor's attempt records, then the archived episodes' own."""
+    listed = state.supervisor.attempts if state.supervisor is not None else None
+    return [*(listed or ()), *state.attempts]
+
+
 def _latest_attempt(state: EpisodeState) -> Attempt | None:
-    attempts = [*(state.supervisor.attempts if state.supervisor is not None else ()), *state.attempts]
+    attempts = _all_attempts(state)
     numbered = [a for a in attempts if a.episode is not None]
     return max(numbered, key=lambda a: a.episode or 0) if numbered else None
 
@@ -57,7 +63,7 @@ def _first(*values: T | None) -> T | None:
     return next((v for v in values if v is not None), None)
 
 
-def episode_facts(state: EpisodeState) -> dict:
+def episode_facts(state: EpisodeState) -> dict[str, Any]:
     """Which episode this is and where it stands (shared by the status document and the header).
 
     A fact comes from the active episode while there is one, else from the journal, the
@@ -92,7 +98,7 @@ def episode_facts(state: EpisodeState) -> dict:
     }
 
 
-def _phases(state: EpisodeState) -> dict:
+def _phases(state: EpisodeState) -> dict[str, Any]:
     phases = {
         phase: {"wall_seconds": total.wall_seconds, "intervals": total.intervals, "measurement": total.measurement}
         for phase, total in state.phase_totals.items()
@@ -103,7 +109,7 @@ def _phases(state: EpisodeState) -> dict:
     return phases
 
 
-def _last_evaluation(state: EpisodeState) -> dict | None:
+def _last_evaluation(state: EpisodeState) -> dict[str, Any] | None:
     if not state.evaluations:
         return None
     record = state.evaluations[-1]
@@ -116,7 +122,7 @@ def _last_evaluation(state: EpisodeState) -> dict | None:
     }
 
 
-def _incumbent(state: EpisodeState) -> dict | None:
+def _incumbent(state: EpisodeState) -> dict[str, Any] | None:
     if not state.incumbent_curve:
         return None
     version = state.incumbent_curve[-1][0]
@@ -128,8 +134,8 @@ def _incumbent(state: EpisodeState) -> dict | None:
     }
 
 
-def _versions(state: EpisodeState) -> list[dict]:
-    attempts = [*(state.supervisor.attempts if state.supervisor is not None else ()), *state.attempts]
+def _versions(state: EpisodeState) -> list[dict[str, Any]]:
+    attempts = _all_attempts(state)
     by_version = {a.version: a for a in attempts if a.version is not None}
     out = []
     for v in state.versions:
@@ -149,7 +155,7 @@ def _versions(state: EpisodeState) -> list[dict]:
     return out
 
 
-def _profiles(state: EpisodeState) -> list[dict]:
+def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
     return [
         {
             "dir": profile.dir,
@@ -164,7 +170,7 @@ def _profiles(state: EpisodeState) -> list[dict]:
     ]
 
 
-def _sandbox(state: EpisodeState) -> dict:
+def _sandbox(state: EpisodeState) -> dict[str, Any]:
     counts: dict[str, Any] = {"running": 0, "succeeded": 0, "failed": 0}
     for op in state.sandbox_operations:
         counts[op.status] = counts.get(op.status, 0) + 1
@@ -177,7 +183,7 @@ def _sandbox(state: EpisodeState) -> dict:
     return counts
 
 
-def _abba(state: EpisodeState) -> list[dict]:
+def _abba(state: EpisodeState) -> list[dict[str, Any]]:
     """One entry per verification: the verdict's fields (null until result.json is in) and
     the one comparison statistic the console draws."""
     out = []
@@ -202,7 +208,7 @@ def _abba(state: EpisodeState) -> list[dict]:
     return out
 
 
-def _measures(state: EpisodeState) -> list[dict]:
+def _measures(state: EpisodeState) -> list[dict[str, Any]]:
     return [
         {
             "path": m.path,
@@ -220,7 +226,7 @@ def _measures(state: EpisodeState) -> list[dict]:
     ]
 
 
-def _timeline(state: EpisodeState) -> list[dict]:
+def _timeline(state: EpisodeState) -> list[dict[str, Any]]:
     return [
         {
             "path": r.path,
@@ -232,7 +238,7 @@ def _timeline(state: EpisodeState) -> list[dict]:
     ]
 
 
-def _supervisor(supervisor: SupervisorState | None) -> dict | None:
+def _supervisor(supervisor: SupervisorState | None) -> dict[str, Any] | None:
     if supervisor is None:
         return None
     return {
@@ -248,7 +254,7 @@ def _supervisor(supervisor: SupervisorState | None) -> dict | None:
     }
 
 
-def _jobs(state: EpisodeState) -> list[dict]:
+def _jobs(state: EpisodeState) -> list[dict[str, Any]]:
     """Each sandbox job, newest first, with the last lines of its stdout and stderr."""
     out = []
     for job in state.jobs:
@@ -276,7 +282,7 @@ def _jobs(state: EpisodeState) -> list[dict]:
     return out
 
 
-def _gpu(reading: GpuReading | None) -> dict | None:
+def _gpu(reading: GpuReading | None) -> dict[str, Any] | None:
     """The GPUs as NVML read them, or ``gpus: null`` with the reason none could be read;
     ``null`` when no reading was taken (a replay of a recording without GPU readings)."""
     if reading is None:
@@ -288,11 +294,11 @@ def _gpu(reading: GpuReading | None) -> dict | None:
     }
 
 
-def _unreadable(problem: Unreadable) -> dict:
+def _unreadable(problem: Unreadable) -> dict[str, Any]:
     return {"path": problem.path, "offset": problem.offset, "error": problem.error}
 
 
-def status_document(state: EpisodeState, gpu: GpuReading | None = None) -> dict:
+def status_document(state: EpisodeState, gpu: GpuReading | None = None) -> dict[str, Any]:
     """The status document; ``gpu`` is a reading taken for it (the headless status samples
     once), else the state's latest reading."""
     active = state.active_phase

@@ -10,7 +10,8 @@ driver that refuses the power reading must not hide the temperature.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 

@@ -7,9 +7,9 @@ numpy; the samples it sees are a few dozen runs a side.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
-from typing import Iterable
 
 from .distributions import EXACT_LIMIT, mann_whitney_counts
 

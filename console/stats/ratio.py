@@ -11,9 +11,9 @@ then given with its exact coverage, and the label says so. Standard library only
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Sequence
 
 from .intervals import hodges_lehmann
 

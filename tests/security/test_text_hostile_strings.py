@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from textual.widgets import DataTable
 
 from console.actions import JobLauncher
