@@ -82,3 +82,13 @@ def test_the_binary_in_tmux_shows_the_console_and_answers_keys(tmp_path):
         assert len(recordings) == 1 and recordings[0].stat().st_size > 0
     finally:
         tmux.run("kill-server", check=False)
+
+
+def test_the_console_without_a_terminal_is_one_line_and_no_escape_codes(tmp_path):
+    campaign, _ = build_episode(tmp_path / "ws")
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+    done = subprocess.run([*episcope_argv(), "watch", str(campaign)], capture_output=True, env=env, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.count(b"\n") == 1 and b"needs a terminal" in done.stderr and b"\x1b" not in done.stderr
+    assert not (tmp_path / "state").exists()  # nothing recorded either

@@ -13,6 +13,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import os
+    import sys
+
     from console.cli import CommandError
     from console.episode.workspace import WorkspaceError, resolve_workspace
 
@@ -20,6 +23,11 @@ def run(args) -> int:
         workspace = resolve_workspace(args.path)
     except WorkspaceError as exc:
         raise CommandError(str(exc)) from None
+    # A console drawn into a pipe or a file is escape codes nobody can read; under serve,
+    # textual-serve names the driver that speaks to the browser instead.
+    if not sys.stdout.isatty() and "TEXTUAL_DRIVER" not in os.environ:
+        raise CommandError("the console needs a terminal; for output a program can read use "
+                           "`episcope status --json` or `episcope events`")
 
     from console.actions import JobLauncher
     from console.app import EpiscopeApp
