@@ -140,6 +140,8 @@ def run_schedule(args, repo: Path, verify: Path, work: Path, stop: threading.Eve
             timeout=args.run_timeout,
             stdout_log=logs / "stdout",
             stderr_log=logs / "stderr",
+            job_dir=logs,  # holds no job record: a run of this schedule is not a sandbox job
+            job_id=f"abba-{verify.name}-{index + 1}",
             should_cancel=stop.is_set,
         )
         stdout = (logs / "stdout").read_text(errors="replace")
