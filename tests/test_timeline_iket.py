@@ -73,7 +73,7 @@ def test_export_of_the_h200_run_validates_and_opens_like_a_cuda_receipt(run_copy
     cubin = run_copy / "iket_output/tracker/pid_0x61f/cubin_335ebee7ee6c5b7e.cubin"
     assert receipt["binary_sha256"] == hashlib.sha256(cubin.read_bytes()).hexdigest()
     assert receipt["measurement_summary"]["verdict"] == "above_target"
-    assert receipt["evidence_class"] == "diagnostic"
+    assert receipt["evidence_class"] == "exploration"  # exploration stage, correctness only self-declared
     summary = json.loads((out / "trace.summary.json").read_text())
     assert summary["owners_observed"] == 1024 and summary["canonical_events"] == 5120
     assert summary["site_event_count"] == {"load": 2048, "loaded": 1024, "store": 2048}

@@ -61,11 +61,20 @@ def test_decision_grade_capture_validates(workspace):
     assert receipt["trace_integrity"]["status"] == "verified"
     assert validate_receipt(str(workspace / "final" / "receipt.json")) == []
     summary = json.loads((workspace / "final" / "trace.summary.json").read_text())
-    assert summary["intervals"][0]["count"] == 18 * 12  # both compute events of each iteration
+    # END of each compute to the next BEGIN of carry: 6 iterations x 18 owners (tests/test_timeline_intervals.py)
+    assert summary["intervals"][0]["count"] == 18 * 6 and summary["intervals"][0]["semantics"] == "end_to_begin"
+
+
+def test_exploration_stage_is_exploration_even_with_everything_else(workspace):
+    """AKA: a self-declared pass (or even an evaluator record) does not lift an exploration capture."""
+    for evidence in (None, str(workspace / "evaluations.jsonl")):
+        receipt = _capture(workspace, "explore", stage="exploration", correctness_evidence=evidence)
+        assert receipt["evidence_class"] == "exploration"
+        assert "stage is exploration" in receipt["classification_reasons"]
+        assert validate_receipt(str(workspace / "explore" / "receipt.json")) == []
 
 
 @pytest.mark.parametrize("change,reason", [
-    ({"stage": "exploration"}, "stage is exploration"),
     ({"binary": None}, "no binary identity"),
     ({"measurement": None}, "no overhead measurement"),
     ({"low_overhead_target": 1.0}, "above target"),

@@ -73,9 +73,9 @@ def classify(stage: str, record: dict | None, kernel_sha256: str, binary_sha256:
     As in AKA: an exploration-stage capture is ``exploration`` whatever else it has (a
     self-declared ``--correctness passed`` included); a final-stage capture is
     ``decision_grade`` when nothing is missing, else ``diagnostic``. Beyond the format's rule,
-    an evaluator record that reports a failure, a measurement of other sources or another
-    workload, and an interval whose upper end exceeds the target also keep a capture below
-    decision_grade.
+    a capture of a kernel whose correctness failed stays ``exploration`` at any stage, and a
+    measurement of other sources or another workload and an interval whose upper end exceeds
+    the target keep a capture below decision_grade.
     """
     reasons: list[str] = []
     if stage != "final":
@@ -111,7 +111,7 @@ def classify(stage: str, record: dict | None, kernel_sha256: str, binary_sha256:
             reasons.append(f"overhead interval upper end {high} % above target {target:g} %")
     if record is None and declared != "passed":
         reasons.append(f"declared correctness is {declared}")
-    if stage != "final":
+    if stage != "final" or correctness_status(record, declared) == "failed":
         return "exploration", reasons
     return ("diagnostic", reasons) if reasons else ("decision_grade", [])
 

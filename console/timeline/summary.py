@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from . import abi
@@ -10,37 +12,51 @@ from .decode import Capture
 SUMMARY_SCHEMA = "atrex-autonomous-timeline-summary/v1"
 
 
-def parse_interval_request(text: str) -> tuple[str, str]:
-    """``"start_site -> end_site"`` into its two site names."""
-    parts = [p.strip() for p in text.split("->")]
-    if len(parts) != 2 or not all(parts):
-        raise ValueError(f"interval must read 'start_site -> end_site', got {text!r}")
-    return parts[0], parts[1]
+# The two interval forms: which event of the start site opens the interval. Either way it
+# closes at the next BEGIN of the end site (an instant or counter is its own begin and end).
+INTERVAL_FORMS = {
+    "->": "end_to_begin",  # END of A -> next BEGIN of B: the gap between two phases
+    "=>": "begin_to_begin",  # BEGIN of A -> next BEGIN of B: a period, e.g. 'iter => iter'
+}
+_ARROWS = re.compile(r"(->|=>)")
 
 
-def interval_stats(capture: Capture, start_name: str, end_name: str) -> dict:
-    """Per owner, each start_site event paired with the first later end_site event.
+def parse_interval_request(text: str) -> tuple[str, str, str]:
+    """``"A -> B"`` or ``"A => B"`` into (start site, end site, arrow)."""
+    parts = [p.strip() for p in _ARROWS.split(text)]
+    if len(parts) != 3 or not parts[0] or not parts[2]:
+        raise ValueError(f"interval must read 'start_site -> end_site' or 'start_site => end_site', got {text!r}")
+    return parts[0], parts[2], parts[1]
 
-    Uses canonical events only (any kind), so it measures e.g. "end of load -> begin of
-    store" across two different range sites. Pairs never cross owners.
+
+def interval_stats(capture: Capture, start_name: str, end_name: str, arrow: str = "->") -> dict:
+    """Per owner, each opening event of ``start_name`` paired with the next BEGIN of ``end_name``.
+
+    ``->`` opens at each END of the start site, ``=>`` at each BEGIN (INTERVAL_FORMS). "Next"
+    is the first such event strictly later in the owner's record sequence; pairs never cross
+    owners, and an opening event with no later BEGIN of the end site pairs with nothing.
     """
     names = {s.name: s.site_id for s in capture.dictionary.sites}
     for name in (start_name, end_name):
         if name not in names:
             raise ValueError(f"interval names unknown site {name!r}")
     ev = capture.events
-    owner, site, ts = ev["owner"], ev["site"], ev["timestamp_ns"].astype(np.int64)
-    starts = np.flatnonzero(site == names[start_name])
-    ends = np.flatnonzero(site == names[end_name])
+    owner, site, kind = ev["owner"], ev["site"], ev["kind"]
+    ts = ev["timestamp_ns"].astype(np.int64)
+    # a range site opens at its END (->) or BEGIN (=>); an instant or counter at its one event
+    not_opening = abi.KIND_BEGIN if arrow == "->" else abi.KIND_END
+    starts = np.flatnonzero((site == names[start_name]) & (kind != not_opening))
+    ends = np.flatnonzero((site == names[end_name]) & (kind != abi.KIND_END))
     durations = np.zeros(0, np.int64)
     if starts.size and ends.size:
-        # canonical order is (owner, sequence): the next end at or after a start's position
+        # canonical order is (owner, sequence): the next end-site begin after a start's position
         pos = np.searchsorted(ends, starts, side="right")
         ok = pos < ends.size
         s, e = starts[ok], ends[pos[ok]]
         ok = owner[e] == owner[s]
         durations = ts[e[ok]] - ts[s[ok]]
-    result = {"name": f"{start_name} -> {end_name}", "count": int(durations.size)}
+    result = {"name": f"{start_name} {arrow} {end_name}", "semantics": INTERVAL_FORMS[arrow],
+              "count": int(durations.size)}
     if durations.size:
         result.update(
             total_ns=int(durations.sum()),

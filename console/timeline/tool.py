@@ -46,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--measurement")
         p.add_argument("--stage", choices=("exploration", "final"), default="exploration")
         p.add_argument("--low-overhead-target", type=float, default=10.0)
-        p.add_argument("--interval", action="append", default=[], metavar="'START -> END'",
-                       help="named interval recomputed from canonical events (repeatable)")
+        p.add_argument("--interval", action="append", default=[], metavar="'A -> B'",
+                       help="named interval from canonical events (repeatable): 'A -> B' from each end of A "
+                       "to the next begin of B, 'A => B' from each begin of A to the next begin of B")
         p.add_argument("--output-dir", required=True)
     for verb in ("export-iket", "profile-iket"):
         helps = {"export-iket": "normalize one capture-iket run into the canonical trace, summary and receipt",
@@ -71,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--measurement")
         p.add_argument("--stage", choices=("exploration", "final"), default="exploration")
         p.add_argument("--low-overhead-target", type=float, default=10.0)
-        p.add_argument("--interval", action="append", default=[], metavar="'START -> END'")
+        p.add_argument("--interval", action="append", default=[], metavar="'A -> B'",
+                       help="as for capture: 'A -> B' end to next begin, 'A => B' begin to next begin")
         p.add_argument("--output-dir", required=True)
         if verb == "profile-iket":
             p.add_argument("workload", nargs=argparse.REMAINDER, help="-- command ...")
