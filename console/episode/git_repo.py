@@ -162,24 +162,18 @@ def run_git(cwd: str | os.PathLike[str], *argv: str, env: dict[str, str] | None 
 def find_repo(path: str | os.PathLike[str]) -> RepoPaths | None:
     """The repository whose work tree holds ``path`` (walking up as git does), or None.
 
-    Stops at a ``.git`` entry that is not a repository, as git does."""
-    from git.exc import GitError
-    from git.repo.fun import find_submodule_git_dir
-
+    Stops at a ``.git`` entry that is not a repository, as git does. GitPython is loaded only
+    once a ``.git`` entry is found."""
     start = Path(path).resolve()
     for top in (start, *start.parents):
-        dotgit = top / ".git"
+        if not os.path.lexists(top / ".git"):
+            continue
+        if git_dir_of(top) is None:
+            return None
         try:
-            found = find_submodule_git_dir(dotgit)
-        except (GitError, OSError):
-            found = None
-        if found is not None:
-            try:
-                with open_repo(top) as repo:
-                    return RepoPaths(top, Path(repo.git_dir).resolve(), Path(repo.common_dir).resolve())
-            except GitUnavailable:
-                return None
-        if os.path.lexists(dotgit):
+            with open_repo(top) as repo:
+                return RepoPaths(top, Path(repo.git_dir).resolve(), Path(repo.common_dir).resolve())
+        except GitUnavailable:
             return None
     return None
 
