@@ -7,7 +7,14 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from console.formats.telemetry import TelemetryRecord, parse_telemetry_line
+
 T0 = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
+
+
+def telemetry_record(obj: dict) -> TelemetryRecord:
+    """``obj`` as it decodes from a line of telemetry.jsonl."""
+    return parse_telemetry_line(json.dumps(obj).encode())
 
 
 def tele(event: str, mono: float, *, iteration="episode-0001", attempt="invocation-1", **extra) -> dict:

@@ -11,9 +11,9 @@ from console.formats.abba import parse_verdict
 from console.formats.job_record import job_record_from_obj
 from console.formats.memory import parse_memory_version
 from console.formats.problems import Unreadable
-from console.formats.telemetry import record_epoch, telemetry_from_obj
+from console.formats.telemetry import record_epoch
 from console_fixture import write_receipt
-from spine_helpers import tele
+from spine_helpers import tele, telemetry_record
 
 SIZE = (140, 44)
 ROOT = "/episode"
@@ -38,7 +38,7 @@ def episode_events() -> list[Event]:
         tele("phase_started", 30.0, phase="correctness", attempt="invocation-2"),
     ]
     for offset, obj in enumerate(records):
-        record = telemetry_from_obj(obj)
+        record = telemetry_record(obj)
         events.append(Event(ev.TELEMETRY, f"{RUNTIME}/telemetry.jsonl", offset * 300, record_epoch(record.timestamp), record))
     base = events[0].at
     events.append(Event(ev.UNREADABLE, f"{RUNTIME}/telemetry.jsonl", 3600, base + 61,

@@ -16,7 +16,7 @@ from console.formats.handoff import read_handoff
 from console.formats.journal import read_journal
 from console.formats.memory import read_memory_version
 from console.formats.supervisor import read_active_episode, read_attempt, read_state
-from console.formats.telemetry import decode_telemetry_each
+from console.formats.telemetry import parse_telemetry_line
 from console.formats.telemetry_summary import read_telemetry_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +88,8 @@ def test_records_are_readable_and_agree(campaign):
 
 
 def test_telemetry_is_monotonic_with_paired_phases_and_waves(campaign):
-    records = decode_telemetry_each((worktree_of(campaign) / ".atrex_long_horizon" / "telemetry.jsonl").read_bytes().splitlines())
+    lines = (worktree_of(campaign) / ".atrex_long_horizon" / "telemetry.jsonl").read_bytes().splitlines()
+    records = [parse_telemetry_line(line) for line in lines]
     times = [r.monotonic_seconds for r in records]
     assert times == sorted(times)
     open_phase, running = None, set()

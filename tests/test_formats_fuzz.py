@@ -219,8 +219,7 @@ def test_line_parsers_raise_only_format_error(parse, prefix, record, data):
     "parse",
     [evaluations.parse_result_json, supervisor.parse_attempt, supervisor.parse_state, supervisor.parse_active_episode,
      journal.parse_journal, handoff.parse_handoff, live_memory.parse_live_memory, memory.parse_memory_version,
-     telemetry_summary.parse_telemetry_summary, abba.parse_verdict, abba.parse_abba_batch, abba.parse_abba_request,
-     telemetry.telemetry_from_obj],
+     telemetry_summary.parse_telemetry_summary, abba.parse_verdict, abba.parse_abba_batch, abba.parse_abba_request],
     ids=lambda f: f.__name__,
 )
 @FUZZ
@@ -289,10 +288,6 @@ def test_unreadable_paths_are_reported_not_raised(scratch):
 @given(lines=st.lists(st.one_of(st.binary(max_size=40),
                                 damaged_bytes(LINE_PARSERS[0][2]),
                                 mutated(LINE_PARSERS[0][2]).map(lambda d: json.dumps(d).encode())), max_size=5))
-def test_telemetry_batch_decoding_raises_only_decode_errors(lines):
-    import msgspec
-
-    try:
-        telemetry.decode_telemetry_each([line.replace(b"\n", b" ") for line in lines])
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
+def test_telemetry_batch_decoding_never_raises(lines):
+    records = telemetry.decode_folded_lines([line.replace(b"\n", b" ") for line in lines])
+    assert records is None or len(records) <= len(lines)

@@ -1,18 +1,17 @@
 from __future__ import annotations
 
 import pytest
-from spine_helpers import tele
 
 from console.episode import events as ev
 from console.episode.events import Event
 from console.episode.reducer import Reducer, fold
-from console.formats.telemetry import telemetry_from_obj
+from spine_helpers import tele, telemetry_record
 
 
 def events(*records, path="/w/.atrex_long_horizon/telemetry.jsonl"):
     out = []
     for offset, record in enumerate(records):
-        parsed = telemetry_from_obj(record)
+        parsed = telemetry_record(record)
         out.append(Event(ev.TELEMETRY, path, offset * 100, parsed.epoch, parsed))
     return out
 
@@ -120,7 +119,7 @@ def test_fold_telemetry_equals_feeding_events():
     ]
     via_events = fold(events(*records))
     reducer = Reducer()
-    decoded = [telemetry_from_obj(r) for r in records]
+    decoded = [telemetry_record(r) for r in records]
     reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded, [r.epoch for r in decoded])
     direct = reducer.snapshot()
     assert list(direct.phase_spans) == list(via_events.phase_spans)

@@ -157,24 +157,3 @@ def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
         raise FormatError(f"invalid UTF-8: {exc}") from None
     except RecursionError:  # msgspec's answer to a value nested too deep, even in an ignored key
         raise FormatError("invalid JSON: nested too deeply") from None
-
-
-def decode_telemetry_each(lines: list[bytes]) -> list[TelemetryRecord]:
-    """Decode lines, one record each, in one C loop; raises msgspec's DecodeError or
-    ValidationError on the first line that is not exactly one record (a blank one too)."""
-    try:
-        return list(map(_decoder.decode, lines))
-    except UnicodeDecodeError as exc:
-        raise msgspec.DecodeError(f"invalid UTF-8: {exc}") from None
-    except RecursionError:
-        raise msgspec.DecodeError("nested too deeply") from None
-
-
-def telemetry_from_obj(obj: Any) -> TelemetryRecord:
-    """Check an already decoded object (for callers that hold dicts, e.g. tests)."""
-    if type(obj) is not dict:
-        raise FormatError(f"expected a JSON object, got {type(obj).__name__}")
-    try:
-        return msgspec.convert(obj, TelemetryRecord)
-    except msgspec.ValidationError as exc:
-        raise FormatError(f"invalid telemetry record: {exc}") from None
