@@ -11,7 +11,7 @@ folds, decodes into ``FoldedTelemetry``, the fields the reducer reads and nothin
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
