@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from .problems import FormatError
+
 STREAMS = ("stdout", "stderr")
 
 
@@ -16,6 +18,13 @@ def parse_log_line(line: bytes | str) -> str:
     if isinstance(line, (bytes, bytearray)):
         line = bytes(line).decode("utf-8", errors="replace")
     return line.rstrip("\r\n")
+
+
+def parse_recorded_line(obj: object) -> str:
+    """A line as a recording stores it: a JSON string (the line's text is not JSON itself)."""
+    if not isinstance(obj, str):
+        raise FormatError(f"a job log line is a string, not {type(obj).__name__}")
+    return obj
 
 
 def log_owner(path: str) -> tuple[str, str]:
