@@ -13,8 +13,6 @@ from console.stats.ranks import (
     mann_whitney,
     mann_whitney_counts,
     rank_average,
-    signed_rank_counts,
-    wilcoxon_signed_rank,
 )
 
 
@@ -26,12 +24,6 @@ def test_mann_whitney_counts_by_hand():
     assert sum(mann_whitney_counts(5, 7)) == math.comb(12, 5)
     c = mann_whitney_counts(4, 6)
     assert c == c[::-1]
-
-
-def test_signed_rank_counts_by_hand():
-    # subsets of {1,2,3}: sums 0,1,2,3,3,4,5,6
-    assert signed_rank_counts(3) == (1, 1, 1, 2, 1, 1, 1)
-    assert sum(signed_rank_counts(10)) == 2 ** 10
 
 
 def test_mann_whitney_complete_separation_exact():
@@ -52,17 +44,6 @@ def test_mann_whitney_ties_use_normal_approximation():
     t = mann_whitney([1, 1, 2, 2], [2, 3, 3, 3])
     assert t.method == "mann_whitney_normal"
     assert 0 < t.p_value < 1
-
-
-def test_wilcoxon_by_hand():
-    # six positive differences: W+ = 21, the maximum; p = 2/64
-    t = wilcoxon_signed_rank([1, 2, 3, 4, 5, 6])
-    assert t.statistic == 21.0 and t.p_value == pytest.approx(2 / 64)
-    # five is too few for p < 0.05: 2/32
-    assert wilcoxon_signed_rank([1, 2, 3, 4, 5]).p_value == pytest.approx(2 / 32)
-    # zeros are dropped
-    assert wilcoxon_signed_rank([0, 0, 1]).p_value == pytest.approx(1.0)
-    assert wilcoxon_signed_rank([-1, 2, -3, 4]).statistic == 6.0
 
 
 def test_rank_average_ties():

@@ -30,18 +30,6 @@ def mann_whitney_counts(m: int, n: int) -> tuple[int, ...]:
     return tuple(c)
 
 
-@lru_cache(maxsize=64)
-def signed_rank_counts(n: int) -> tuple[int, ...]:
-    """Number of sign patterns of ranks 1..n whose positive-rank sum is W = 0..n(n+1)/2."""
-    size = n * (n + 1) // 2 + 1
-    c = [0] * size
-    c[0] = 1
-    for i in range(1, n + 1):
-        for k in range(size - 1, i - 1, -1):
-            c[k] += c[k - i]
-    return tuple(c)
-
-
 def cdf(counts: tuple[int, ...], k: int) -> float:
     """P(S <= k) for the exact distribution given by ``counts``."""
     if k < 0:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .distributions import EXACT_LIMIT, cdf, mann_whitney_counts, signed_rank_counts
+from .distributions import EXACT_LIMIT, cdf, mann_whitney_counts
 
 
 @dataclass(frozen=True, slots=True)
 class RankTest:
-    method: str  # "mann_whitney_exact" | "mann_whitney_normal" | "wilcoxon_exact" | ...
+    method: str  # "mann_whitney_exact" | "mann_whitney_normal"
     statistic: float
     p_value: float
 
@@ -63,28 +63,3 @@ def mann_whitney(x, y) -> RankTest:
         return RankTest("mann_whitney_normal", u, 1.0)
     z = (abs(u - mean) - 0.5) / math.sqrt(var)  # continuity correction
     return RankTest("mann_whitney_normal", u, _normal_two_sided(max(z, 0.0)))
-
-
-def wilcoxon_signed_rank(differences) -> RankTest:
-    """Two-sided Wilcoxon signed-rank test that the paired differences centre on 0.
-
-    Zero differences are dropped (Wilcoxon's convention); statistic W+ = sum of the ranks
-    of the positive differences.
-    """
-    d = np.asarray(differences, dtype=np.float64)
-    d = d[d != 0]
-    n = d.size
-    if n == 0:
-        return RankTest("wilcoxon_exact", 0.0, 1.0)
-    ranks = rank_average(np.abs(d))
-    w = float(ranks[d > 0].sum())
-    ties = _tie_term(np.abs(d))
-    if ties == 0 and n * (n + 1) // 2 <= EXACT_LIMIT:
-        counts = signed_rank_counts(n)
-        k = int(round(w))
-        p = 2.0 * min(cdf(counts, k), 1.0 - cdf(counts, k - 1))
-        return RankTest("wilcoxon_exact", w, min(1.0, p))
-    mean = n * (n + 1) / 4.0
-    var = n * (n + 1) * (2 * n + 1) / 24.0 - ties / 48.0
-    z = (abs(w - mean) - 0.5) / math.sqrt(var)
-    return RankTest("wilcoxon_normal", w, _normal_two_sided(max(z, 0.0)))
