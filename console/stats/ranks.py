@@ -1,4 +1,4 @@
-"""Mann-Whitney U and Wilcoxon signed-rank tests (exact when small and tie-free)."""
+"""The Mann-Whitney U test (exact when small and tie-free)."""
 
 from __future__ import annotations
 
