@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-EXACT_LIMIT = 2500  # largest m*n (or n(n+1)/2) for which the exact distribution is built
+EXACT_LIMIT = 2500  # largest m*n for which the exact distribution is built
 
 
 @lru_cache(maxsize=64)
