@@ -9,12 +9,15 @@ driver that refuses the power reading must not hide the temperature.
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the name pynvml opens on Linux
 NVML_PATH = "nvml"  # the path of every GPU reading event: it comes from the driver, not a file
 
 
@@ -65,6 +68,15 @@ class GpuSampler:
 
     def _start(self) -> None:
         self._started = True
+        if sys.platform.startswith("linux"):
+            # pynvml's import costs 50-200 ms and loads subprocess (through ctypes.util);
+            # the driver library it would open decides whether there is anything to read,
+            # so a host without it is told so by that same dlopen, without the import.
+            try:
+                ctypes.CDLL(NVML_LIBRARY)
+            except OSError:
+                self._unavailable = f"NVML unavailable: no {NVML_LIBRARY} (no NVIDIA driver)"
+                return
         try:
             import pynvml
         except ImportError:
