@@ -100,7 +100,7 @@ def test_span_is_within_empty_launch_plus_2us_of_event_time():
     for spin_ns in SPINS_NS:
         for n in range(LAUNCHES + 1):
             buf.reset()
-            event_ns = timed(lambda: spin(grid, BLOCK, (out, np.int64(spin_ns), np.uint64(buf.ptr))))
+            event_ns = timed(lambda spin_ns=spin_ns: spin(grid, BLOCK, (out, np.int64(spin_ns), np.uint64(buf.ptr))))
             if n == 0:
                 continue  # first launch of a length: warm-up
             ts = decode(buf.raw(), parse_manifest(manifest), parse_dictionary(DICTIONARY)).events["timestamp_ns"]

@@ -88,7 +88,7 @@ class Session:
         self._start()
         return True
 
-    async def follow_events(self, stop: "asyncio.Event | None" = None) -> AsyncIterator[list[Event]]:
+    async def follow_events(self, stop: asyncio.Event | None = None) -> AsyncIterator[list[Event]]:
         """Batches of new events as files change (call ``scan`` first)."""
         import watchfiles
 
@@ -122,7 +122,7 @@ class Session:
             if not restart:
                 return
 
-    async def follow(self, stop: "asyncio.Event | None" = None) -> AsyncIterator[EpisodeState]:
+    async def follow(self, stop: asyncio.Event | None = None) -> AsyncIterator[EpisodeState]:
         async for _ in self.follow_events(stop):
             yield self.state
 
