@@ -137,6 +137,9 @@ def test_dev_status_passes_through_and_missing_program_fails(ws):
         ("--profile-level", "deep", "--kernel-regex", "gemm"),
         ("-e", "NOEQUALS"),
         ("--bogus",),
+        ("--address", "http://127.0.0.1:8265"),
+        ("--max-log-mb", "0"),
+        ("--max-log-mb", "inf"),
         (),
     ],
 )
@@ -381,3 +384,11 @@ def test_ray_backend_unreachable_cluster_means_retry_later(ws):
     record = only_record(ws)
     assert (record.state, record.backend, record.result_code, record.exit_code) == ("failed", "ray", 75, None)
     assert "127.0.0.1:9" in record.message
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs episcope[ray]")
+def test_ray_backend_takes_the_address_flag_over_the_environment(ws):
+    proc = sandbox(ws, "--backend", "ray", "--address", "http://127.0.0.1:10", "--", PY, "test_kernel.py",
+                   EPISCOPE_RAY_ADDRESS="http://127.0.0.1:9")
+    assert proc.returncode == 75, proc.stderr
+    assert "127.0.0.1:10" in only_record(ws).message

@@ -2,13 +2,13 @@
 """Run a command on a staged copy of the workspace and copy its outputs back (FORMATS §8).
 
     python tools/sandbox.py [--kind auto|run|profile|dev] [--timeout S] [--sync PATH]...
-                            [--input PATH]... [-e KEY=VALUE]... [--backend local|ray]
-                            [--dry-run] -- COMMAND [ARG...]
+                            [--input PATH]... [-e KEY=VALUE]... [--max-log-mb N]
+                            [--backend local|ray [--address URL]] [--dry-run] -- COMMAND [ARG...]
 
 The command's output is echoed as it is produced and kept in the job's directory,
 ``.atrex_long_horizon/sandbox/<job-id>/``, beside its live ``job.json``. At most four jobs
 of one workspace run at once; more wait, queued. SIGINT or SIGTERM cancels the job and
-kills its whole process group.
+ends its whole process tree (see ``console/jobs/supervisor.py``).
 
 Exit status: 0 success; 1 not all_pass, job failed, cancelled or timed out, or a usage
 error; 2 unparseable result; a dev command's own status; 75 not started, retry later.

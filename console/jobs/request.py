@@ -57,6 +57,7 @@ class JobRequest:
     max_input_file_mb: float = 16.0
     max_output_file_mb: float = 8.0
     max_log_mb: float = 64.0  # per output stream; past it the middle of the log is left out
+    address: str | None = None  # the Ray dashboard (--backend ray); None: EPISCOPE_RAY_ADDRESS or the default
 
     @property
     def max_log_bytes(self) -> int:
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-log-mb", type=float, default=64.0, help="per stream of the job's log")
     parser.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--backend", choices=BACKENDS, default="local")
+    parser.add_argument("--address", default=None, metavar="URL", help="the Ray dashboard, with --backend ray")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command (after --)")
     return parser
@@ -159,6 +161,8 @@ def request_from_args(args: argparse.Namespace, environ: dict | None = None) -> 
             raise RequestError(f"{flag} must be a positive number")
     if args.top_kernels is not None and args.top_kernels < 1:
         raise RequestError("--top-kernels must be at least 1")
+    if args.address is not None and args.backend != "ray":
+        raise RequestError("--address applies to --backend ray")
     if args.no_sync and args.sync:
         raise RequestError("--no-sync and --sync exclude each other")
     sync = () if args.no_sync else tuple(dict.fromkeys(check_sync(p) for p in (args.sync or DEFAULT_SYNC)))
@@ -213,6 +217,7 @@ def request_from_args(args: argparse.Namespace, environ: dict | None = None) -> 
         max_input_file_mb=float(args.max_input_file_mb),
         max_output_file_mb=float(args.max_output_file_mb),
         max_log_mb=float(args.max_log_mb),
+        address=args.address,
     )
 
 

@@ -346,7 +346,7 @@ def _execute_on_ray(
             timeout=request.timeout,
             job_id=writer.job_id,
             episode_id=os.environ.get(ENV_ITERATION),
-            address=os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS") or RAY_DEFAULT_ADDRESS,
+            address=request.address or os.environ.get(ADDRESS_ENV) or os.environ.get("RAY_ADDRESS") or RAY_DEFAULT_ADDRESS,
             on_stdout=stream("stdout"),
             on_stderr=stream("stderr"),
             should_cancel=cancelled,
