@@ -49,13 +49,23 @@ def allowed_host_names(bind_host: str) -> frozenset[str]:
 
 
 def _host_name(authority: str | None) -> str | None:
-    """``host`` of ``host:port`` or ``[v6]:port``; None when there is none."""
+    """``host`` of ``host:port`` or ``[v6]:port``; None when there is none or the port is
+    not a number."""
     if not authority:
         return None
     try:
-        return urlsplit(f"//{authority}").hostname
+        parts = urlsplit(f"//{authority}")
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
     except ValueError:
         return None
+    return parts.hostname
+
+
+def _netloc(authority: str) -> str:
+    """``host[:port]`` of an authority that ``_host_name`` accepted, rebuilt from its parts."""
+    parts = urlsplit(f"//{authority}")
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    return f"{host}:{parts.port}" if parts.port is not None else str(host)
 
 
 class SessionProcess(AppService):
@@ -173,7 +183,8 @@ class EpiscopeServer(Server):
         self.admit(request)
         context = {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
-            "app_websocket_url": f"ws://{request.host}/{self.token}/ws",
+            # Rebuilt from the checked parts: the Host header's own text is never echoed.
+            "app_websocket_url": f"ws://{_netloc(request.headers['Host'])}/{self.token}/ws",
             "config": {"static": {"url": "/static/"}},
             "application": {"name": self.title},
         }

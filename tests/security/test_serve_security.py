@@ -244,3 +244,15 @@ def test_ctrl_c_exits_130_and_ends_every_session(served):
     assert b"Versions" in seen, server.process.stdout.read()[-3000:]  # the console was up and drawing
     assert server.process.returncode == 130
     assert wait_until(lambda: not processes_naming(server.marker), 5) and processes_naming(server.marker) == {}
+
+
+def test_the_page_never_echoes_a_crafted_host_header(served):
+    server = served()
+    path = server.url.split(f":{server.port}", 1)[1]
+    for host in (f'127.0.0.1:{server.port}"><script>alert(1)</script>', f"127.0.0.1:{server.port}@evil.example"):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 403") and b"<script>alert" not in reply, reply[:200]
