@@ -99,6 +99,9 @@ def test_the_wheel_holds_every_module_and_the_whole_kit(installed):
     metadata = zipfile.ZipFile(installed["wheel"]).read(
         next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "Name: episcope-console" in metadata.splitlines()
+    version = next(line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Version: "))
+    shown = run_in(installed, str(installed["venv"] / "bin" / "episcope"), "--version")
+    assert shown.returncode == 0 and shown.stdout.split() == ["episcope", version]
     entry_points = zipfile.ZipFile(installed["wheel"]).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert "episcope = console.cli:main" in entry_points
