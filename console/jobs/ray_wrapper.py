@@ -5,7 +5,8 @@
 Ray runs this in the job's working directory (the staged copy of the workspace). It runs
 the command in its own process group, forwards the command's output (stdout and stderr
 merged, as Ray keeps a single log per job), stops the command at its timeout or when Ray
-asks the job to stop, kills whatever the command left behind, and finally prints the
+asks the job to stop, kills whatever the command left behind (as a child subreaper it finds
+processes that left the group too), and finally prints the
 framed archive of the ``--sync`` outputs (see ``sync_archive``) and exits with the
 command's status.
 
@@ -19,6 +20,7 @@ episcope but this file and ``sync_archive.py`` beside it.
 from __future__ import annotations
 
 import codecs
+import ctypes
 import json
 import os
 import select
@@ -30,6 +32,7 @@ import time
 import sync_archive  # shipped beside this file; the script's directory leads sys.path
 
 KILL_GRACE_SECONDS = 3.0
+PR_SET_CHILD_SUBREAPER = 36
 DRAIN_SECONDS = 2.0
 READ_CHUNK = 64 * 1024
 
@@ -49,27 +52,65 @@ class Output:
         self.at_line_start = text.endswith("\n")
 
 
-def _group_alive(pgid: int) -> bool:
+def _become_subreaper() -> None:
+    """Orphans of the command are re-parented to this wrapper, not to the worker's init, so a
+    process that left the command's group (``setsid``, a double fork) is still found below it."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the command's group is all that can be ended
 
 
-def _end_group(pgid: int, proc: subprocess.Popen, grace: float) -> None:
-    """SIGTERM the command's group, wait ``grace`` seconds, SIGKILL what is left."""
+def _below_me() -> dict:
+    """pid -> (parent pid, state) of every process below this wrapper."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry, "rb") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            rest = stat[stat.rfind(b")") + 2 :].split()
+            table[int(entry)] = (int(rest[1]), rest[0])
+    below, todo = {}, [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, state) in table.items():
+            if ppid == parent and pid not in below:
+                below[pid] = (ppid, state)
+                todo.append(pid)
+    return below
+
+
+def _live_below(proc: subprocess.Popen) -> list:
+    proc.poll()  # reap the leader, so that it does not count as alive
+    below = _below_me()
+    for pid, (ppid, state) in below.items():
+        if state == b"Z" and ppid == os.getpid() and pid != proc.pid:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # an orphan re-parented here
+            except ChildProcessError:
+                pass
+    return [pid for pid, (_, state) in below.items() if state not in (b"Z", b"X")]
+
+
+def _end_tree(pgid: int, proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM the command's group and every process below this wrapper, wait ``grace``
+    seconds, then SIGKILL what is left."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
-            return
+            pass
+        for pid in _live_below(proc):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            proc.poll()  # reap the leader, or the group never looks empty
-            if not _group_alive(pgid):
+            if not _live_below(proc):
                 return
             time.sleep(0.05)
 
@@ -88,6 +129,7 @@ def run(spec: dict, out: Output) -> dict:
     # SIGKILL after a few seconds: use them to end the group and still send outputs back.
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
+    _become_subreaper()
     try:
         proc = subprocess.Popen(
             command,
@@ -110,11 +152,11 @@ def run(spec: dict, out: Output) -> dict:
         if drain_until is None:
             if stop["requested"] or time.monotonic() >= deadline:
                 timed_out = not stop["requested"]
-                _end_group(pgid, proc, KILL_GRACE_SECONDS)
+                _end_tree(pgid, proc, KILL_GRACE_SECONDS)
             if proc.poll() is not None:
                 # The command is done; whatever it left running in its group goes too, and
                 # a process that escaped the group may hold the pipe: drain briefly only.
-                _end_group(pgid, proc, 0.5)
+                _end_tree(pgid, proc, 0.5)
                 drain_until = time.monotonic() + DRAIN_SECONDS
         elif time.monotonic() >= drain_until:
             break

@@ -9,6 +9,8 @@ wrapper deleted before starting it, is ignored, so the job cannot sign its own v
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -105,3 +107,42 @@ def test_the_command_cannot_read_the_key_through_its_spec(tmp_path):
     visible, reader = read_all(proc.stdout.decode())
     assert visible == "spec left: False\n" and reader.complete and reader.forged == 0
     assert KEY.encode() not in proc.stdout
+
+
+def test_the_wrapper_ends_what_left_the_commands_group(tmp_path):
+    # On the worker the wrapper is a child subreaper: a setsid or double-forked process is
+    # still below it, and it is ended with the rest of the command's tree.
+    marker = f"worker-escapee-{time.time_ns()}"
+    stay = f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)  # {marker}"
+    script = (
+        "import os, subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', {stay!r}], start_new_session=True, stdout=subprocess.DEVNULL)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    if os.fork() == 0: os.execv(sys.executable, [sys.executable, '-c', {stay!r}])\n"
+        "    os._exit(0)\n"
+        "print('left two behind', flush=True)\n"
+    )
+    spec = {"nonce": NONCE, "key": KEY, "argv": [sys.executable, "-c", script], "env": {}, "sync": [], "timeout": 30,
+            "max_file_bytes": 1 << 20, "max_log_bytes": 1 << 20, "max_shared_bytes": 1 << 20, "shared_dir": None,
+            "shared_name": "x.tar.gz"}
+    (tmp_path / ".episcope_ray").mkdir()
+    (tmp_path / ".episcope_ray" / "job.json").write_text(json.dumps(spec))
+    try:
+        proc = subprocess.run([sys.executable, str(WRAPPER), ".episcope_ray/job.json"], cwd=tmp_path,
+                              capture_output=True, timeout=60)
+        visible, reader = read_all(proc.stdout.decode())
+        assert visible == "left two behind\n" and reader.complete and reader.header["exit_code"] == 0
+    finally:
+        left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _holds(p, marker)]
+        for pid in left:
+            os.kill(int(pid.name), signal.SIGKILL)
+    assert left == []
+
+
+def _holds(proc_dir: Path, marker: str) -> bool:
+    try:
+        state = (proc_dir / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        return marker.encode() in (proc_dir / "cmdline").read_bytes() and state not in (b"Z", b"X")
+    except OSError:
+        return False
