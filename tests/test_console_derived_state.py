@@ -105,3 +105,37 @@ def test_drift_inside_one_measurement_is_an_alert():
     events = [ev.Event(ev.MEASURE_RUN, path, i, None, parse_measure_run_line(json.dumps(r))) for i, r in enumerate(lines)]
     codes = {alert.code for alert in fold(events).alerts}
     assert {"workload_drift", "device_drift"} <= codes
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_live_console_records_its_gpu_readings_and_the_pane_draws_the_state(tmp_path):
+    from textual.widgets import Static
+
+    from console.app import EpiscopeApp
+
+    campaign, worktree = build_episode(tmp_path / "ws")
+    recording = tmp_path / "recording.jsonl"
+    recorder = Recorder(recording, campaign_root=str(campaign), campaign="demo", worktree=str(worktree))
+    app = EpiscopeApp(session=Session(campaign, on_event=recorder.record), recorder=recorder, sample_gpu=True)
+    async with app.run_test(size=(150, 46)) as pilot:
+        for _ in range(200):
+            if app.episode_state.gpu is not None:
+                break
+            await pilot.pause(0.05)
+        reading = app.episode_state.gpu
+        assert reading is not None
+        await pilot.pause(0.3)
+        body = app.query_one("#gpu-body", Static)
+        shown = "\n".join(strip.text for strip in body.render_lines(body.size.region))
+        if reading.unavailable is not None:
+            assert "N/A" in shown and reading.unavailable[:20] in shown
+        else:
+            assert reading.gpus[0].name[:10] in shown
+    _, events, _ = load_recording(recording)
+    recorded = [e.data for e in events if e.kind == ev.GPU]
+    assert reading in recorded and all(isinstance(r, GpuReading) for r in recorded)
