@@ -27,11 +27,6 @@ class Interval:
     def width(self) -> float | None:
         return None if self.low is None or self.high is None else self.high - self.low
 
-    def to_json(self) -> dict:
-        return {"method": self.method, "estimate": self.estimate, "low": self.low,
-                "high": self.high, "confidence": self.confidence, "coverage": self.coverage,
-                "width": self.width}
-
 
 def hodges_lehmann_rank(m: int, n: int, confidence: float) -> tuple[int, float] | None:
     """The order statistic k (1-based) of the m*n pairwise differences bounding the interval.
