@@ -120,7 +120,7 @@ def test_fold_telemetry_equals_feeding_events():
     via_events = fold(events(*records))
     reducer = Reducer()
     decoded = [telemetry_record(r) for r in records]
-    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded, [r.epoch for r in decoded])
+    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded)
     direct = reducer.snapshot()
     assert list(direct.phase_spans) == list(via_events.phase_spans)
     assert direct.phase_totals == via_events.phase_totals
@@ -186,7 +186,7 @@ def test_batched_fold_equals_one_event_at_a_time(seed):
         position += step
     reducer = Reducer()
     decoded = [e.data for e in stream]
-    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded, [r.epoch for r in decoded])
+    reducer.fold_telemetry("/w/.atrex_long_horizon/telemetry.jsonl", decoded)
     for state in (batched.snapshot(), reducer.snapshot()):
         expected = one_by_one.snapshot()
         assert list(state.phase_spans) == list(expected.phase_spans)

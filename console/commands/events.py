@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 HELP = "print the episode's events as JSON Lines (with --follow, keep printing as files change)"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
     parser.add_argument("--follow", "-f", action="store_true", help="keep watching and print new events as they arrive")
     parser.add_argument("--since", metavar="ISO", help="only events at or after this UTC time (ISO-8601)")
     parser.add_argument("--kind", action="append", metavar="KIND", help="only events of this kind (repeatable)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.cli import CommandError
     from console.episode.clock import iso_to_epoch
+    from console.episode.events import Event
     from console.episode.session import Session
     from console.episode.summary import event_to_json
     from console.episode.workspace import WorkspaceError
@@ -42,7 +44,7 @@ def run(args) -> int:
         raise CommandError(str(exc)) from None
     out = sys.stdout.buffer
 
-    def emit(batch) -> None:
+    def emit(batch: list[Event]) -> None:
         lines = [
             dumps(event_to_json(e)) + b"\n"
             for e in batch
@@ -52,12 +54,12 @@ def run(args) -> int:
             out.write(b"".join(lines))
             out.flush()
 
-    batch = []
+    batch: list[Event] = []
     for event in session.scan_events():
         batch.append(event)
         if len(batch) >= 4096:
             emit(batch)
-            batch = []
+            batch: list[Event] = []
     emit(batch)
     if not args.follow:
         return 0

@@ -6,22 +6,31 @@ recording the console kept while watching (``--list`` shows them).
 
 from __future__ import annotations
 
+import argparse
+
 HELP = "Replay an episode (from its files and git history, or from a console recording) on a virtual clock."
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=".", help="workspace, or a recording file (default: .)")
     parser.add_argument("--speed", type=float, default=None, help="initial speed factor (e.g. 10)")
     parser.add_argument("--play", action="store_true", help="start playing at once")
     parser.add_argument("--list", action="store_true", help="print the recordings kept so far, one path a line, and exit")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from console.cli import CommandError
     from console.episode.replay import (
-        SPEEDS, Replay, RecordingError, episode_events, is_recording, load_recording, recordings_dir)
+        SPEEDS,
+        RecordingError,
+        Replay,
+        episode_events,
+        is_recording,
+        load_recording,
+        recordings_dir,
+    )
 
     if args.list:
         directory = recordings_dir()

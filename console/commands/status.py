@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 HELP = "print the episode's state once (human summary, or one JSON document with --json)"
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
     parser.add_argument("--json", action="store_true", help="print the status document as JSON")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from console.cli import CommandError
     from console.episode.session import Session
     from console.episode.summary import status_document

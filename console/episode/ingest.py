@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from console.formats.problems import FormatError, Unreadable, one_line
 from console.formats.telemetry import decode_folded_lines, record_epoch
@@ -21,9 +22,15 @@ from . import events as ev
 from .clock import iso_to_epoch
 from .events import Event
 from .git_repo import head_stamp
+from .locations import WORKTREES_DIR
 from .registry import Artifact, artifact_at
 from .tailer import Tailer
-from .workspace import WORKTREES_DIR, Workspace
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .reducer import Reducer
+
+Stamp = tuple[int, int, int]  # (inode, size, mtime in ns) of a file
 
 SKIP_DIRS = frozenset(
     {".git", "__pycache__", "node_modules", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".hypothesis",
@@ -33,7 +40,7 @@ MAX_DEPTH = 8
 GIT_TRIGGERS = frozenset({"kernel.py"})
 
 
-def _stamp(path: str) -> tuple[int, int, int] | None:
+def _stamp(path: str) -> Stamp | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -45,10 +52,11 @@ class Ingest:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self._tailers: dict[str, tuple[Artifact, Tailer]] = {}  # line file -> (artifact, tailer)
-        self._documents: dict[str, tuple[Artifact, tuple | None]] = {}  # document -> (artifact, stamp)
-        self._directories: dict[str, tuple[Artifact, tuple]] = {}  # directory -> (artifact, stamps of its files)
+        self._documents: dict[str, tuple[Artifact, Stamp | None]] = {}  # document -> (artifact, stamp)
+        # directory -> (artifact, stamps of its files)
+        self._directories: dict[str, tuple[Artifact, tuple[Stamp | None, ...]]] = {}
         self._git_context: dict[str, str | None] = {"base": None, "candidate": None}
-        self._git_stamp: tuple | None = None
+        self._git_stamp: tuple[object, ...] | None = None
 
     # -- discovery -----------------------------------------------------------------------
 
@@ -118,7 +126,7 @@ class Ingest:
                 yield self._read(artifact, path)
         yield self._git_events(force=True)
 
-    def scan_into(self, reducer) -> None:
+    def scan_into(self, reducer: Reducer) -> None:
         """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
         Telemetry is decoded into ``FoldedTelemetry`` (only what the reducer folds) and
@@ -135,14 +143,14 @@ class Ingest:
                 if records is None:
                     reducer.feed(_line_events(artifact, path, base, lines))
                 else:
-                    reducer.fold_telemetry(path, records, [record_epoch(record.timestamp) for record in records])
+                    reducer.fold_telemetry(path, records)
         reducer.feed(self._git_events(force=True))
 
     def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
         """Events for what changed: the given paths, or (None) a full re-check."""
         out: list[Event] = []
         if changed is None:
-            known = {**self._tailers, **self._documents, **self._directories}
+            known: dict[str, tuple[Artifact, object]] = {**self._tailers, **self._documents, **self._directories}
             for artifact, path in self._walk():
                 known.pop(os.path.dirname(path) if artifact.layout == "directory" else path, None)
                 out.extend(self._read(artifact, path))
@@ -152,11 +160,11 @@ class Ingest:
             return out
         git_due = False
         for path in sorted(set(changed)):
-            artifact = self._artifact_of(path)
-            if artifact is not None:
-                out.extend(self._read(artifact, path))
+            found = self._artifact_of(path)
+            if found is not None:
+                out.extend(self._read(found, path))
             if os.path.basename(path) in GIT_TRIGGERS or (
-                    artifact is not None and artifact.kind in (ev.HANDOFF, ev.JOURNAL, ev.ACTIVE_EPISODE)):
+                    found is not None and found.kind in (ev.HANDOFF, ev.JOURNAL, ev.ACTIVE_EPISODE)):
                 git_due = True
         if git_due:
             out.extend(self._git_events(force=True))
@@ -198,7 +206,7 @@ class Ingest:
             return [Event(ev.REMOVED, path, None, time.time(), artifact.kind)] if previous is not None else []
         at = stamp[2] / 1e9
         try:
-            result = artifact.read(path)
+            result = artifact.reader()(path)
         except Exception as exc:  # a reader bug becomes a visible problem, not a crash
             return [Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, f"reader error: {one_line(exc)}"))]
         events = [Event(ev.UNREADABLE, path, p.offset, at, p) for p in result.problems]
@@ -214,12 +222,12 @@ class Ingest:
         if previous is not None and previous[1] == stamp:
             return []
         self._directories[directory] = (artifact, stamp)
-        at = max((s[2] for s in stamp if s is not None), default=None)
-        at = at / 1e9 if at is not None else time.time()
+        latest = max((s[2] for s in stamp if s is not None), default=None)
+        at = latest / 1e9 if latest is not None else time.time()
         if all(s is None for s in stamp):
             return [Event(ev.REMOVED, directory, None, at, artifact.kind)]
         try:
-            result, problems = artifact.read(directory)
+            result, problems = artifact.reader()(directory)
         except Exception as exc:
             return [Event(ev.UNREADABLE, directory, None, at, Unreadable(directory, None, f"reader error: {one_line(exc)}"))]
         events = [Event(ev.UNREADABLE, p.path, p.offset, at, p) for p in problems]
@@ -229,7 +237,7 @@ class Ingest:
 
     # -- git -----------------------------------------------------------------------------
 
-    def _remember_git_context(self, kind: str, value) -> None:
+    def _remember_git_context(self, kind: str, value: Any) -> None:
         if kind in (ev.ACTIVE_EPISODE, ev.JOURNAL):
             base = getattr(value, "base_commit", None)
             if base:
@@ -256,6 +264,7 @@ class Ingest:
 def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes]) -> list[Event]:
     """One event per line, parsed alone: a bad line becomes an Unreadable at its offset.
     ``lines`` start at byte ``base`` of the file; empty ones are skipped."""
+    read = artifact.reader()
     out: list[Event] = []
     offset = base
     for line in lines:
@@ -263,7 +272,7 @@ def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes]) -
         if not line:
             continue
         try:
-            record = artifact.read(line)
+            record = read(line)
         except FormatError as exc:
             out.append(Event(ev.UNREADABLE, path, here, None, Unreadable(path, here, one_line(exc))))
         except Exception as exc:  # a parser bug must not hide the record's position
@@ -273,7 +282,7 @@ def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes]) -
     return out
 
 
-def _record_time(record) -> float | None:
+def _record_time(record: object) -> float | None:
     """The wall-clock time a record states (seconds since the epoch), if any."""
     timestamp = getattr(record, "timestamp", None)
     if isinstance(timestamp, datetime):

@@ -14,12 +14,13 @@ time is reported apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace
 
-from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
+from console.formats.telemetry import FoldedTelemetry, TelemetryRecord, record_epoch
 
 from . import events as ev
 from .comparisons import Comparisons
@@ -29,31 +30,57 @@ from .registry import DOCUMENT_KINDS
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
 from .views import Prefix, combine
 
+if TYPE_CHECKING:
+    from console.formats.abba import AbbaRun
+    from console.formats.evaluations import EvaluationRecord
+    from console.formats.memory import MemoryVersion
+    from console.formats.problems import Unreadable
+    from console.formats.timeline import MeasureRun
+
+
+class _Clock:
+    """One attempt's telemetry clock: its monotonic bounds, the phase time attributed
+    inside it, and what it last added to the file's time totals."""
+
+    __slots__ = ("attempt_id", "attributed", "first", "iteration_id", "last", "orchestration_part", "span_part")
+
+    def __init__(self, iteration_id: str, attempt_id: str) -> None:
+        self.iteration_id = iteration_id
+        self.attempt_id = attempt_id
+        self.first: float | None = None  # earliest and latest monotonic time: both None or both set
+        self.last: float | None = None
+        self.attributed = 0.0
+        self.span_part = 0.0
+        self.orchestration_part = 0.0
+
+
+class _Tally:
+    """A phase's wall time and interval count, and how many of them are partial."""
+
+    __slots__ = ("intervals", "partial", "wall")
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.intervals = 0
+        self.partial = 0
+
+
+_OpenPhase = tuple[str, float | None, float | None]  # (phase, start monotonic, start wall clock)
+
 
 class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
-    __slots__ = (
-        "clocks",
-        "count",
-        "ids",
-        "open",
-        "ops_done",
-        "ops_running",
-        "orchestration",
-        "reads",
-        "reasons",
-        "span_seconds",
-        "spans",
-        "totals",
-    )
+    __slots__ = ("clocks", "count", "ids", "open", "ops_done", "ops_running", "orchestration", "reads", "reasons",
+                 "span_seconds", "spans", "totals")
 
     def __init__(self) -> None:
-        self.open: dict[tuple[str, str], tuple[str, float | None, float | None]] = {}
+        self.clocks: dict[tuple[str, str], _Clock] = {}  # (iteration, attempt) -> its clock
+        self.open: dict[tuple[str, str], _OpenPhase] = {}  # (iteration, attempt) -> its phase still open
         self.spans: list[PhaseSpan] = []
-        self.totals: dict[str, list] = {}  # phase -> [wall, intervals, partial_intervals]
-        # attempt -> [first_mono, last_mono, interned key, attributed, span part, orchestration part]
-        self.clocks: dict[tuple[str, str], list] = {}
+        self.totals: dict[str, _Tally] = {}  # phase -> its tally
+        # Telemetry span and orchestration summed over attempts, kept up to date as each
+        # run of an attempt's records ends (``_end_run``): a snapshot must not walk every clock.
         self.span_seconds: float | None = None
         self.orchestration: float | None = None
         self.reads: list[SourceRead] = []
@@ -65,67 +92,69 @@ class _TelemetryFold:
         self.ids: dict[str, str] = {}
         self.reasons: dict[str, int] = {}  # partial span reason -> count
 
-    def totals_of_time(self) -> tuple[float | None, float | None]:
-        """(telemetry span, orchestration) summed over attempts.
-
-        Orchestration is each attempt's span minus the phase time attributed inside it.
-        Both sums are kept up to date as each run of an attempt's records ends
-        (``_end_run``), while that attempt's clock is still in the cache: summing over
-        every attempt here, after a cold scan, walked tens of thousands of clocks spread
-        over the heap.
-        """
-        return self.span_seconds, self.orchestration
-
-    def _clock(self, iteration: str, attempt: str) -> list:
+    def _clock(self, iteration: str, attempt: str) -> _Clock:
         clock = self.clocks.get((iteration, attempt))
         if clock is None:
             ids = self.ids
-            key = (ids.setdefault(iteration, iteration), ids.setdefault(attempt, attempt))
-            clock = self.clocks[key] = [None, None, key, 0.0, 0.0, 0.0]
+            clock = _Clock(ids.setdefault(iteration, iteration), ids.setdefault(attempt, attempt))
+            self.clocks[(clock.iteration_id, clock.attempt_id)] = clock
         return clock
 
-    def _close(self, span: PhaseSpan, clock: list) -> None:
+    def _intern(self, text: str | None) -> str | None:
+        return None if text is None else self.ids.setdefault(text, text)
+
+    def _phase(self, record: FoldedTelemetry | TelemetryRecord) -> str:
+        phase = record.phase
+        assert phase is not None, "the record types reject a phase marker without its phase"
+        return self.ids.setdefault(phase, phase)
+
+    def _close(self, span: PhaseSpan, clock: _Clock) -> None:
         """Keep a closed span, add its wall time to its phase and attempt, and count why it
         is partial if it is."""
         self.spans.append(span)
-        total = self.totals.get(span.phase)
-        if total is None:
-            total = self.totals[span.phase] = [0.0, 0, 0]
+        tally = self.totals.get(span.phase)
+        if tally is None:
+            tally = self.totals[span.phase] = _Tally()
         start, end = span.start_monotonic, span.end_monotonic
         if start is not None and end is not None:
-            wall = end - start
-            total[0] += wall
-            clock[3] += wall
-        total[1] += 1
+            tally.wall += end - start
+            clock.attributed += end - start
+        tally.intervals += 1
         if span.measurement != "explicit":
-            total[2] += 1
-            self.reasons[span.reason or "partial"] = self.reasons.get(span.reason or "partial", 0) + 1
+            tally.partial += 1
+            reason = span.reason or "partial"
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
-    def add(self, records: Sequence[FoldedTelemetry | TelemetryRecord], ats: Sequence[float | None]) -> None:
-        """Fold records in file order, each with its wall-clock time (``at``).
+    def add(self, records: Iterable[FoldedTelemetry | TelemetryRecord]) -> float | None:
+        """Fold records in file order; return the latest wall-clock time they state.
 
         This loop runs once per telemetry line of a cold ingest. Consecutive records of
-        one attempt (the usual case) form a run: the run looks its attempt up once and
-        keeps the attempt's clock bounds and open phase in local variables, written back
-        when the run ends.
+        one attempt (the usual case) form a run: the run looks its attempt's clock up once
+        and keeps its bounds and open phase in local variables, written back when the run
+        ends.
         """
-        intern = self.ids.setdefault
         count = self.count
-        iteration = attempt = None
-        clock: list = []
-        first = last = current = None  # the run's attempt: clock bounds and open phase
-        for record, at in zip(records, ats):
+        clock: _Clock | None = None
+        iteration_id = attempt_id = ""
+        first: float | None = None  # the run's attempt: clock bounds and open phase
+        last: float | None = None
+        current: _OpenPhase | None = None
+        latest: float | None = None
+        for record in records:
             count += 1
-            if record.iteration_id != iteration or record.attempt_id != attempt:
-                if clock:
+            at = record_epoch(record.timestamp)
+            if at is not None and (latest is None or at > latest):
+                latest = at
+            if clock is None or record.iteration_id != clock.iteration_id or record.attempt_id != clock.attempt_id:
+                if clock is not None:
                     self._end_run(clock, first, last, current)
-                iteration, attempt = record.iteration_id, record.attempt_id
-                clock = self._clock(iteration, attempt)
-                first, last, (iteration_id, attempt_id) = clock[0], clock[1], clock[2]  # interned ids
-                current = self.open.get(clock[2])
+                clock = self._clock(record.iteration_id, record.attempt_id)
+                iteration_id, attempt_id = clock.iteration_id, clock.attempt_id  # interned
+                first, last = clock.first, clock.last
+                current = self.open.get((iteration_id, attempt_id))
             mono = record.monotonic_seconds
-            if mono is not None:  # first and last are both None or both set
-                if last is None:
+            if mono is not None:
+                if first is None or last is None:
                     first = last = mono
                 elif mono > last:
                     last = mono
@@ -135,7 +164,7 @@ class _TelemetryFold:
             if event == "phase_completed":
                 if current is None:
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
-                                          phase=intern(record.phase, record.phase), start_monotonic=None,
+                                          phase=self._phase(record), start_monotonic=None,
                                           end_monotonic=mono, start_at=None, end_at=at, measurement="partial",
                                           reason="orphan_end"), clock)
                 else:
@@ -152,15 +181,15 @@ class _TelemetryFold:
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id, phase=phase,
                                           start_monotonic=start, end_monotonic=mono, start_at=start_at, end_at=at,
                                           measurement="partial", reason="overlapping"), clock)
-                current = (intern(record.phase, record.phase), mono, at)
+                current = (self._phase(record), mono, at)
             elif event == "source_read":
                 self.reads.append(SourceRead(iteration_id=iteration_id, attempt_id=attempt_id,
-                                             source_kind=intern(record.source_kind, record.source_kind),
+                                             source_kind=self._intern(record.source_kind),
                                              reference=record.reference, at=at, monotonic=mono))
             elif event == "sandbox_operation_started":
                 op_id = record.operation_id or f"unnamed-{count}"
                 self.ops_running[op_id] = SandboxOperation(
-                    operation_id=op_id, category=intern(record.category, record.category), iteration_id=iteration_id,
+                    operation_id=op_id, category=self._intern(record.category), iteration_id=iteration_id,
                     attempt_id=attempt_id, started_at=at, started_monotonic=mono, duration_seconds=None,
                     status="running",
                 )
@@ -170,7 +199,7 @@ class _TelemetryFold:
                 category = record.category or (started.category if started else None)
                 self.ops_done.append(SandboxOperation(
                     operation_id=op_id,
-                    category=intern(category, category),
+                    category=self._intern(category),
                     iteration_id=iteration_id,
                     attempt_id=attempt_id,
                     started_at=started.started_at if started else None,
@@ -180,35 +209,37 @@ class _TelemetryFold:
                     exit_status=record.exit_status,
                     failure_type=record.failure_type,
                 ))
-        if clock:
+        if clock is not None:
             self._end_run(clock, first, last, current)
         self.count = count
+        return latest
 
-    def _end_run(self, clock: list, first: float | None, last: float | None, current: tuple | None) -> None:
-        """Write a run's clock bounds and open phase back, and update the time totals."""
-        clock[0], clock[1] = first, last
+    def _end_run(self, clock: _Clock, first: float | None, last: float | None, current: _OpenPhase | None) -> None:
+        """Write a run's clock bounds and open phase back, and update the time totals:
+        each attempt adds its span, and its span less the phase time inside it."""
+        clock.first, clock.last = first, last
         if current is None:
-            self.open.pop(clock[2], None)
+            self.open.pop((clock.iteration_id, clock.attempt_id), None)
         else:
-            self.open[clock[2]] = current
-        if first is not None:
+            self.open[(clock.iteration_id, clock.attempt_id)] = current
+        if first is not None and last is not None:
             span = last - first
-            orchestration = span - clock[3]
-            orchestration = max(orchestration, 0.0)
-            self.span_seconds = (self.span_seconds or 0.0) + span - clock[4]
-            self.orchestration = (self.orchestration or 0.0) + orchestration - clock[5]
-            clock[4], clock[5] = span, orchestration
+            orchestration = max(span - clock.attributed, 0.0)
+            self.span_seconds = (self.span_seconds or 0.0) + span - clock.span_part
+            self.orchestration = (self.orchestration or 0.0) + orchestration - clock.orchestration_part
+            clock.span_part, clock.orchestration_part = span, orchestration
 
 
 class Reducer:
     def __init__(self) -> None:
         self._telemetry: dict[str, _TelemetryFold] = {}
-        self._evaluations: dict[str, list] = {}
-        self._measure_runs: dict[str, list] = {}
-        self._abba_runs: dict[str, list] = {}
-        self._documents: dict[str, dict[str, object]] = {}  # kind -> path -> parsed value
+        self._evaluations: dict[str, list[EvaluationRecord]] = {}
+        self._measure_runs: dict[str, list[MeasureRun]] = {}
+        self._abba_runs: dict[str, list[AbbaRun]] = {}
+        # kind -> path -> parsed value, of the kind's record type (registry.py)
+        self._documents: dict[str, dict[str, Any]] = {}
         self._document_at: dict[str, float | None] = {}
-        self._unreadable: dict[tuple[str, int | None], object] = {}
+        self._unreadable: dict[tuple[str, int | None], Unreadable] = {}
         self._last_at: float | None = None
         self._count = 0
         self._meta: dict[str, str | None] = {"campaign_root": None, "campaign": None, "worktree": None}
@@ -227,33 +258,30 @@ class Reducer:
         # Telemetry dominates every real stream: consecutive telemetry events of one file
         # are folded together; every other kind goes through ``apply``.
         self._snapshot = None
-        path = None
-        records: list = []
-        ats: list = []
+        path = ""
+        records: list[TelemetryRecord] = []
         for event in events:
             if event.kind == ev.TELEMETRY:
                 if event.path != path:
                     if records:
-                        self.fold_telemetry(path, records, ats)
-                        records, ats = [], []
+                        self.fold_telemetry(path, records)
+                        records = []
                     path = event.path
                 records.append(event.data)
-                ats.append(event.at)
             else:
                 if records:
-                    self.fold_telemetry(path, records, ats)
-                    records, ats = [], []
-                path = None
+                    self.fold_telemetry(path, records)
+                    records = []
                 self.apply(event)
         if records:
-            self.fold_telemetry(path, records, ats)
+            self.fold_telemetry(path, records)
         return self
 
     def apply(self, event: ev.Event) -> None:
         self._snapshot = None
         kind = event.kind
         if kind == ev.TELEMETRY:
-            self.fold_telemetry(event.path, (event.data,), (event.at,))
+            self.fold_telemetry(event.path, (event.data,))
             return
         self._count += 1
         at = event.at
@@ -278,16 +306,14 @@ class Reducer:
             self._document_at[event.path] = at
             self._unreadable.pop((event.path, None), None)
 
-    def fold_telemetry(self, path: str, records: Sequence[FoldedTelemetry | TelemetryRecord],
-                       ats: Sequence[float | None]) -> None:
-        """Fold telemetry records of one file, each with its time: what ``feed`` does with
+    def fold_telemetry(self, path: str, records: Sequence[FoldedTelemetry | TelemetryRecord]) -> None:
+        """Fold telemetry records of one file: what ``feed`` does with
         TELEMETRY events, for a cold scan that needs neither their offsets nor Events."""
         self._snapshot = None
         fold = self._telemetry.get(path)
         if fold is None:
             fold = self._telemetry[path] = _TelemetryFold()
-        fold.add(records, ats)
-        latest = max((at for at in ats if at is not None), default=None)
+        latest = fold.add(records)
         if latest is not None and (self._last_at is None or latest > self._last_at):
             self._last_at = latest
         self._count += len(records)
@@ -311,14 +337,14 @@ class Reducer:
 
     # -- snapshots -----------------------------------------------------------------------
 
-    def _latest(self, kind: str):
+    def _latest(self, kind: str) -> Any:
         docs = self._documents.get(kind)
         if not docs:
             return None
         path = max(docs, key=lambda p: (self._document_at.get(p) or 0.0, p))
         return docs[path]
 
-    def _all(self, kind: str, sort_key=None) -> tuple:
+    def _all(self, kind: str, sort_key: Callable[[Any], Any] | None = None) -> tuple[Any, ...]:
         docs = self._documents.get(kind)
         if not docs:
             return ()
@@ -330,16 +356,16 @@ class Reducer:
         if self._snapshot is not None:
             return self._snapshot
         folds = [self._telemetry[p] for p in sorted(self._telemetry)]
-        totals: dict[str, list] = {}
+        totals: dict[str, _Tally] = {}
         for fold in folds:
-            for phase, (wall, intervals, partial) in fold.totals.items():
-                acc = totals.setdefault(phase, [0.0, 0, 0])
-                acc[0] += wall
-                acc[1] += intervals
-                acc[2] += partial
+            for phase, tally in fold.totals.items():
+                acc = totals.setdefault(phase, _Tally())
+                acc.wall += tally.wall
+                acc.intervals += tally.intervals
+                acc.partial += tally.partial
         phase_totals = {
-            phase: PhaseTotal(wall, intervals, "explicit" if partial == 0 else "partial")
-            for phase, (wall, intervals, partial) in sorted(totals.items())
+            phase: PhaseTotal(tally.wall, tally.intervals, "explicit" if tally.partial == 0 else "partial")
+            for phase, tally in sorted(totals.items())
         }
         reasons: dict[str, int] = {}
         for fold in folds:
@@ -352,22 +378,21 @@ class Reducer:
                 open_spans.append(PhaseSpan(iteration, attempt, phase, mono, None, at, None, "partial", "unclosed", active=True))
         if open_spans:
             active = max(open_spans, key=lambda s: (s.start_at or 0.0, s.start_monotonic or 0.0))
-        span_seconds = None
-        orchestration = None
+        span_seconds: float | None = None
+        orchestration: float | None = None
         for fold in folds:
-            span, orch = fold.totals_of_time()
-            if span is not None:
-                span_seconds = (span_seconds or 0.0) + span
-                orchestration = (orchestration or 0.0) + orch
+            if fold.span_seconds is not None:
+                span_seconds = (span_seconds or 0.0) + fold.span_seconds
+                orchestration = (orchestration or 0.0) + (fold.orchestration or 0.0)
         running_ops = tuple(op for fold in folds for op in fold.ops_running.values())
         evaluations = combine([Prefix(self._evaluations[p]) for p in sorted(self._evaluations)])
-        by_sha: dict[str, list] = {}
+        by_sha: dict[str, list[EvaluationRecord]] = {}
         for record in evaluations:
-            sha = getattr(record, "kernel_sha256", None)
+            sha = record.kernel_sha256
             if sha:
                 by_sha.setdefault(sha, []).append(record)
         versions = self._all(ev.MEMORY_VERSION, sort_key=_version_key)
-        jobs = self._all(ev.JOB, sort_key=lambda j: getattr(j, "created_at", None) or "")[::-1]
+        jobs = self._all(ev.JOB, sort_key=lambda job: job.created_at or "")[::-1]
         state = EpisodeState(
             campaign_root=self._meta["campaign_root"],
             campaign=self._meta["campaign"],
@@ -415,12 +440,12 @@ class Reducer:
         return state
 
 
-def _version_key(version) -> tuple:
+def _version_key(version: MemoryVersion) -> tuple[bool, int]:
     number = getattr(version, "version", None)
     return (number is None, number if isinstance(number, int) else 0)
 
 
-def _incumbent_curve(versions: tuple) -> tuple:
+def _incumbent_curve(versions: tuple[MemoryVersion, ...]) -> tuple[tuple[int, float, str], ...]:
     if not versions:
         return ()
     from console.formats.memory import incumbent_curve

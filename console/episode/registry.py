@@ -59,12 +59,19 @@ class Artifact:
     record_type: type  # the type of an event's data
     read: Callable[..., Any] | None  # see the module docstring; None for a derived kind
     # A recorded JSON object -> the record, where the format has its own checks; without
-    # one, replay converts the object to ``record_type`` with msgspec.
+    # one, replay converts the object to ``record_type`` with msgspec (a line file without
+    # one is replayed through ``read``, its lines being JSON themselves).
     parse: Callable[[Any], Any] | None = None
     # Only the campaign root's copy counts: a worktree is a checkout of the base commit,
     # so its memory/ and runtime files say what the campaign already says.
     campaign_only: bool = False
     about: str = ""
+
+    def reader(self) -> Callable[..., Any]:
+        """``read``, for a row of a file artifact (a derived kind has none)."""
+        if self.read is None:
+            raise LookupError(f"{self.kind} is not read from a file")
+        return self.read
 
 
 ARTIFACTS: tuple[Artifact, ...] = (
@@ -89,7 +96,8 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact(ev.JOB, (".atrex_long_horizon/sandbox/*/job.json",), "document", job_record.JobRecord,
              job_record.read_job_record, job_record.job_record_from_obj, about="a sandbox job launched from the console"),
     Artifact(ev.JOB_LOG, (".atrex_long_horizon/sandbox/*/stdout.log", ".atrex_long_horizon/sandbox/*/stderr.log"),
-             "lines", str, job_log.parse_log_line, about="a sandbox job's output, one line per event"),
+             "lines", str, job_log.parse_log_line, job_log.parse_recorded_line,
+             about="a sandbox job's output, one line per event"),
     Artifact(ev.LIVE_MEMORY, ("memory/live.json",), "document", live_memory.LiveMemory,
              live_memory.read_live_memory, live_memory.parse_live_memory, campaign_only=True,
              about="the supervisor's live memory"),

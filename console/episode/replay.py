@@ -34,6 +34,7 @@ from .reducer import Reducer
 from .registry import BY_KIND
 from .state import EpisodeState
 from .summary import event_to_json
+from .workspace import Workspace
 
 RECORDING_SCHEMA = "episcope-recording/v1"
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
@@ -56,7 +57,7 @@ def new_recording_path(campaign: str | None) -> Path:
     return recordings_dir() / f"{safe}-{stamp}-{os.getpid()}.jsonl"
 
 
-def _to_raw(data) -> object:
+def _to_raw(data: object) -> object:
     raw = getattr(data, "raw", None)
     if isinstance(raw, dict) and not isinstance(data, dict):
         return raw
@@ -69,7 +70,7 @@ class Recorder:
     def __init__(self, path: Path, *, campaign_root: str | None, campaign: str | None, worktree: str | None) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._pending: list[bytes] = []
         header = {"schema": RECORDING_SCHEMA, "campaign_root": campaign_root, "campaign": campaign,
                   "worktree": worktree, "started_at": time.time()}
@@ -134,8 +135,8 @@ def _decode_data(kind: str, data: bytes, path: str) -> object:
     artifact = BY_KIND.get(kind)
     if artifact is None:
         raise FormatError(f"unknown event kind {kind!r}")
-    if artifact.layout == "lines":
-        return artifact.read(data)  # the very reader that read the line from its file
+    if artifact.layout == "lines" and artifact.parse is None:
+        return artifact.reader()(data)  # the very reader that read the line from its file
     obj = msgspec.json.decode(data)
     if artifact.parse is None:
         return msgspec.convert(obj, artifact.record_type)
@@ -145,7 +146,7 @@ def _decode_data(kind: str, data: bytes, path: str) -> object:
     return replace(value, path=path) if kind == ev.TIMELINE_RECEIPT else value
 
 
-def load_recording(path: str | os.PathLike) -> tuple[RecordingHeader, list[Event], list[Unreadable]]:
+def load_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[Event], list[Unreadable]]:
     """The events of a recording; lines that cannot be read are returned as problems,
     with the recording's path and the line's offset."""
     try:
@@ -185,11 +186,11 @@ def load_recording(path: str | os.PathLike) -> tuple[RecordingHeader, list[Event
     return header, events, problems
 
 
-def is_recording(path: str | os.PathLike) -> bool:
+def is_recording(path: str | os.PathLike[str]) -> bool:
     try:
         with open(path, "rb") as handle:
             first = handle.readline(4096)
-        return orjson.loads(first).get("schema") == RECORDING_SCHEMA
+        return bool(orjson.loads(first).get("schema") == RECORDING_SCHEMA)
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -197,7 +198,7 @@ def is_recording(path: str | os.PathLike) -> bool:
 # -- an episode that was never watched ---------------------------------------------------------
 
 
-def version_commit_times(campaign_root: str | os.PathLike) -> dict[str, float]:
+def version_commit_times(campaign_root: str | os.PathLike[str]) -> dict[str, float]:
     """memory/v<N>.json -> when the commit that added it was made (git history)."""
     from .git_repo import open_repo, read_errors
 
@@ -219,7 +220,7 @@ def version_commit_times(campaign_root: str | os.PathLike) -> dict[str, float]:
     return times
 
 
-def episode_events(path: str | os.PathLike | None) -> tuple[object, list[Event]]:
+def episode_events(path: str | os.PathLike[str] | None) -> tuple[Workspace, list[Event]]:
     """(workspace, events) read from the files of an episode, for replay."""
     from .session import Session
 
@@ -280,13 +281,11 @@ class Replay:
     def _find_marks(self) -> list[Mark]:
         marks = []
         for index, event in enumerate(self.events):
-            if event.kind == ev.TELEMETRY and getattr(event.data, "event", None) == "phase_started":
+            if event.kind == ev.TELEMETRY and event.data.event == "phase_started":
                 data = event.data
-                label = f"{getattr(data, 'phase', None)} {data.iteration_id}/{data.attempt_id}"
-                marks.append(Mark("phase", label, index + 1, event.at))
+                marks.append(Mark("phase", f"{data.phase} {data.iteration_id}/{data.attempt_id}", index + 1, event.at))
             elif event.kind == ev.MEMORY_VERSION:
-                version = getattr(event.data, "version", None)
-                marks.append(Mark("version", f"v{version}", index + 1, event.at))
+                marks.append(Mark("version", f"v{event.data.version}", index + 1, event.at))
         return marks
 
     # -- state ---------------------------------------------------------------------------

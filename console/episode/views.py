@@ -8,21 +8,28 @@ under a millisecond instead of copying every span into a new tuple.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain, islice
+from typing import TypeVar, overload
+
+T = TypeVar("T")
 
 
-class Prefix(Sequence):
+class Prefix(Sequence[T]):
     __slots__ = ("_items", "_n")
 
-    def __init__(self, items: list, n: int | None = None) -> None:
+    def __init__(self, items: list[T], n: int | None = None) -> None:
         self._items = items
         self._n = len(items) if n is None else n
 
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
             return [self._items[i] for i in range(*index.indices(self._n))]
         if index < 0:
@@ -31,10 +38,10 @@ class Prefix(Sequence):
             raise IndexError(index)
         return self._items[index]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[T]:
         return islice(self._items, self._n)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other))
@@ -46,19 +53,23 @@ class Prefix(Sequence):
         return f"Prefix({self._n} items)"
 
 
-class Concat(Sequence):
+class Concat(Sequence[T]):
     """Several read-only sequences seen as one (for example one per telemetry file)."""
 
-    __slots__ = ("_parts", "_n")
+    __slots__ = ("_n", "_parts")
 
-    def __init__(self, parts: Sequence[Sequence]) -> None:
+    def __init__(self, parts: Sequence[Sequence[T]]) -> None:
         self._parts = tuple(p for p in parts if len(p))
         self._n = sum(len(p) for p in self._parts)
 
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self._n))]
         if index < 0:
@@ -71,21 +82,21 @@ class Concat(Sequence):
             index -= len(part)
         raise IndexError(index)  # pragma: no cover - guarded above
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[T]:
         return chain.from_iterable(self._parts)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other))
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as a list is
 
     def __repr__(self) -> str:
         return f"Concat({self._n} items)"
 
 
-def combine(parts: list[Sequence]) -> Sequence:
+def combine(parts: list[Sequence[T]]) -> Sequence[T]:
     parts = [p for p in parts if len(p)]
     if not parts:
         return ()

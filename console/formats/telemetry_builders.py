@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .plainjson import dumps
@@ -41,10 +43,10 @@ ENV_ATTEMPT = "ATREX_TELEMETRY_ATTEMPT_ID"
 
 
 def utc_timestamp() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
-def common_fields(event: str, *, source: str, measurement: str, env: os._Environ | dict | None = None) -> dict:
+def common_fields(event: str, *, source: str, measurement: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if env is None else env
     return {
         "schema_version": SCHEMA_VERSION,
@@ -59,7 +61,7 @@ def common_fields(event: str, *, source: str, measurement: str, env: os._Environ
     }
 
 
-def phase_record(action: str, phase: str, env: dict | None = None) -> dict:
+def phase_record(action: str, phase: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     if phase not in PHASES:
         raise FormatError(f"unknown phase {phase!r} (expected one of {', '.join(PHASES)})")
     if action not in ("start", "end"):
@@ -70,7 +72,7 @@ def phase_record(action: str, phase: str, env: dict | None = None) -> dict:
     return record
 
 
-def phase_receipt(record: dict) -> str:
+def phase_receipt(record: Mapping[str, Any]) -> str:
     receipt = {
         "action": record["action"],
         "kind": "phase_marker",
@@ -120,7 +122,7 @@ def _safe_url(reference: str) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path, "", ""))
 
 
-def source_read_record(source_kind: str, reference: str, env: dict | None = None) -> dict:
+def source_read_record(source_kind: str, reference: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     record = common_fields("source_read", source="agent_marker", measurement="explicit", env=env)
     record.update(source_kind=source_kind, reference=safe_reference(source_kind, reference))
     return record
@@ -135,7 +137,7 @@ def sandbox_category(argv: list[str]) -> str:
     return "dev"
 
 
-def sandbox_started_record(operation_id: str, category: str, env: dict | None = None) -> dict:
+def sandbox_started_record(operation_id: str, category: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     record = common_fields("sandbox_operation_started", source="sandbox", measurement="exact", env=env)
     record.update(operation_id=operation_id, category=category)
     return record
@@ -148,8 +150,8 @@ def sandbox_completed_record(
     *,
     exit_status: int | None = None,
     failure_type: str | None = None,
-    env: dict | None = None,
-) -> dict:
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     record = common_fields("sandbox_operation_completed", source="sandbox", measurement="exact", env=env)
     ok = exit_status == 0 and failure_type is None
     record.update(
