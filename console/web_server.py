@@ -9,7 +9,9 @@ starts). At most ``max_sessions`` consoles run at once.
 
 Each session's console runs without a shell, in a process group of its own. When the browser
 leaves, however early, the console is asked to quit (it ends the jobs it started) and its
-group is then terminated; when the server stops, every group still alive is.
+group is then terminated; when the server stops, every group still alive is. What
+textual-serve relays from a console's stderr to the server's terminal may carry agent text:
+it arrives with its control characters made visible.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import secrets
 import shlex
 import signal
 import socket
+import sys
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,8 +31,11 @@ from urllib.parse import urlsplit
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from rich.console import Console
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
+
+from console.episode.text import visible_lines
 
 log = logging.getLogger("episcope.serve")
 
@@ -128,6 +134,19 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
+class VisibleStream:
+    """A text stream that writes everything with control characters made visible."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(visible_lines(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 class EpiscopeServer(Server):
     """textual-serve's server with a token, a Host/Origin allowlist and a session cap."""
 
@@ -221,8 +240,15 @@ class EpiscopeServer(Server):
 
     def serve_until_stopped(self) -> None:
         """Serve until SIGINT or SIGTERM (kept in ``stopped_by``); no session outlives it."""
+        # textual-serve's own log keeps the real stream (its colours are escape codes); what
+        # it relays from a console's stderr goes through sys.stdout, made visible.
+        self.console = Console(file=sys.stdout)
         self.initialize_logging()
-        asyncio.run(self._serve())
+        real_stdout, sys.stdout = sys.stdout, VisibleStream(sys.stdout)
+        try:
+            asyncio.run(self._serve())
+        finally:
+            sys.stdout = real_stdout
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()

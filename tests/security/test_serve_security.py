@@ -256,3 +256,31 @@ def test_the_page_never_echoes_a_crafted_host_header(served):
             while chunk := sock.recv(65536):
                 reply += chunk
         assert reply.startswith(b"HTTP/1.1 403") and b"<script>alert" not in reply, reply[:200]
+
+
+def test_what_a_console_writes_to_stderr_reaches_the_terminal_made_visible(tmp_path):
+    # A console that fails at once with agent text in its error: serve relays its stderr.
+    port = free_port()
+    failing = [sys.executable, "-c", r"import sys; sys.stderr.write('phase \x1b]0;owned\x07 \x1b[2J done\n')"]
+    server_code = ("import sys; from console.web_server import EpiscopeServer; "
+                   f"s = EpiscopeServer({failing!r}, host='127.0.0.1', port={port}, title='t', max_sessions=1, "
+                   "token='t0ken'); s.serve_until_stopped(); sys.exit(128 + (s.stopped_by or 0))")
+    server = subprocess.Popen([sys.executable, "-c", server_code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        assert wait_until(lambda: b"open" in os.read(server.stdout.fileno(), 4096), 20)
+
+        async def session() -> None:
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(f"ws://127.0.0.1:{port}/t0ken/ws") as ws:
+                    await drawn(ws, b"never drawn", seconds=5)
+
+        asyncio.run(session())
+        os.kill(server.pid, signal.SIGINT)
+        out, _ = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
+    assert server.returncode == 130
+    assert "phase ␛]0;owned␇ ␛[2J done".encode() in out and b"\x1b]0;" not in out and b"\x07" not in out
