@@ -642,8 +642,20 @@ class EpiscopeApp(App):
     # -- leaving ---------------------------------------------------------------------------
 
     async def action_quit(self) -> None:
-        self.shutdown()
-        self.exit()
+        running = self._launched_running()
+        if not running:
+            self._leave(True)
+            return
+        from console.screens.confirm import ConfirmScreen
+
+        question = (f"Quit? {running} job(s) this console started are still running;\n"
+                    "quitting terminates their process groups.")
+        self.push_screen(ConfirmScreen(question), self._leave)
+
+    def _leave(self, yes: bool | None) -> None:
+        if yes:
+            self.shutdown()
+            self.exit()
 
     def shutdown(self) -> None:
         """Stop following, end the jobs this console started, close the recording."""

@@ -408,7 +408,13 @@ async def test_quitting_leaves_no_job_process_behind(tmp_path):
         record = _wait(lambda: _record(worktree))
         assert record is not None and group_members(record.pgid)
         sandbox_pid = launcher.launched[0].process.pid
-        await pilot.press("q")
+        await pilot.press("q")  # a job of this console runs: quitting asks first
+        from console.screens.confirm import ConfirmScreen
+
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert not isinstance(app.screen, ConfirmScreen) and group_members(record.pgid)
+        await pilot.press("q", "y")
     assert not group_members(record.pgid)
     assert not group_members(sandbox_pid)
 
