@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from console_fixture import build_episode
 
-pytest.importorskip("textual_serve")
+pytest.importorskip("textual_serve")  # the serve extra; aiohttp comes with it
+import aiohttp  # noqa: E402
 
 
 def free_port() -> int:
