@@ -1,4 +1,7 @@
-"""Hashing and whole-file writes with the standard library only (the GPU machine has no orjson)."""
+"""Hashing, JSON bytes and appended lines with the standard library only (the GPU machine has no orjson).
+
+Whole files are written through :func:`console.formats.plainjson.atomic_write_bytes`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import json
 import os
 
 from console.formats.plainjson import append_json_line
-from console.formats.plainjson import atomic_write_bytes as atomic_write  # noqa: F401 - re-exported
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from console.formats.plainjson import atomic_write_bytes
+
 from .encode import encode
-from .files import atomic_write, json_bytes, sha256_file
+from .files import json_bytes, sha256_file
 from .iket_capture import CAPTURE_NAME, CAPTURE_SCHEMA, PROFILER_DIR
 from .manifest import load_json, parse_dictionary, parse_manifest, warp_writers_manifest
 
@@ -267,8 +269,8 @@ def export_iket(*, run_dir: str, kernel_regex: str, dictionary: str, output_dir:
     cubin, cubin_hash, tracker_path = binary_identity(run, selected["kernelName"])
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / RAW_NAME, raw_buffer(manifest_obj, events))
-    atomic_write(out / MANIFEST_NAME, json_bytes(manifest_obj))
+    atomic_write_bytes(out / RAW_NAME, raw_buffer(manifest_obj, events))
+    atomic_write_bytes(out / MANIFEST_NAME, json_bytes(manifest_obj))
     pftraces = [run / item["path"] for item in record["outputs"]["pftrace"]]
     source = {
         "schema": SOURCE_SCHEMA,

@@ -18,7 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from .files import atomic_write, json_bytes, sha256_file
+from console.formats.plainjson import atomic_write_bytes
+
+from .files import json_bytes, sha256_file
 
 CAPTURE_SCHEMA = "atrex-autonomous-timeline-iket-capture/v1"
 CAPTURE_NAME = "capture.json"
@@ -110,5 +112,5 @@ def capture(command: list[str], output_dir: str | os.PathLike, *, run_iket: str 
         "accepted": not problems,
         "problems": problems,
     }
-    atomic_write(attempt / CAPTURE_NAME, json_bytes(record))
+    atomic_write_bytes(attempt / CAPTURE_NAME, json_bytes(record))
     return attempt, record, problems

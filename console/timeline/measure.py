@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from console.formats.plainjson import atomic_write_bytes
 from console.stats.bootstrap import bootstrap_blocks
 from console.stats.intervals import hodges_lehmann
 from console.stats.ranks import mann_whitney
 
-from .files import append_line, atomic_write, json_bytes, sha256_file
+from .files import append_line, json_bytes, sha256_file
 
 MEASUREMENT_SCHEMA = "atrex-autonomous-timeline-measurement/v1"
 RUN_SCHEMA = "atrex-autonomous-timeline-measure-run/v1"
@@ -196,7 +197,7 @@ def measure(config: MeasureConfig) -> dict:
         raise MeasureError("need 1 <= min_blocks <= max_blocks")
     log = runs_log_path(config.output)
     log.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(log, b"")
+    atomic_write_bytes(log, b"")
     hashes = _sources(config)
     runs: list[dict] = []
     schedule: list[str] = []
@@ -260,7 +261,7 @@ def measure(config: MeasureConfig) -> dict:
         "runs_log": log.name,
         **statistics(runs, schedule, config.target_percent),
     }
-    atomic_write(config.output, json_bytes(artifact))
+    atomic_write_bytes(config.output, json_bytes(artifact))
     append_line(log, {"schema": RUN_SCHEMA, "event": "done", "overhead_percent": artifact["overhead_percent"],
                       "verdict": artifact["verdict"], "at": time.time()})
     return artifact

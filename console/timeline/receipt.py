@@ -10,9 +10,11 @@ import json
 import os
 from pathlib import Path
 
+from console.formats.plainjson import atomic_write_bytes
+
 from . import export
 from .decode import decode
-from .files import atomic_write, json_bytes, sha256_file
+from .files import json_bytes, sha256_file
 from .manifest import load_json, parse_dictionary, parse_manifest
 from .measure import verify_measurement
 from .summary import summarize
@@ -165,8 +167,8 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
     out.mkdir(parents=True, exist_ok=True)
     trace_path = out / export.JSON_TRACE_NAME
     summary_path = out / SUMMARY_NAME
-    atomic_write(trace_path, trace_bytes)
-    atomic_write(summary_path, json_bytes(summary))
+    atomic_write_bytes(trace_path, trace_bytes)
+    atomic_write_bytes(summary_path, json_bytes(summary))
     kernel_sha = sha256_file(instrumented_source)
     clean_sha = sha256_file(clean_source)
     record = find_evaluator_record(correctness_evidence, kernel_sha)
@@ -195,5 +197,5 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
         low_overhead_target_percent=low_overhead_target,
         measurement_summary=measurement_summary(measurement_obj),
     )
-    atomic_write(out / RECEIPT_NAME, json_bytes(receipt))
+    atomic_write_bytes(out / RECEIPT_NAME, json_bytes(receipt))
     return receipt

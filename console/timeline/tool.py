@@ -136,9 +136,10 @@ def run_capture(args) -> int:
 
 
 def run_export(args) -> int:
+    from console.formats.plainjson import atomic_write_bytes
+
     from . import export
     from .decode import CaptureRejected, decode
-    from .files import atomic_write
     from .manifest import SpecError, load_json, parse_dictionary, parse_manifest
 
     try:
@@ -158,8 +159,8 @@ def run_export(args) -> int:
     except (SpecError, OSError, ValueError, KeyError, TypeError) as exc:
         return _reject(f"{type(exc).__name__}: {exc}")
     out = Path(args.output_dir)
-    atomic_write(out / export.JSON_TRACE_NAME, export.chrome_trace_bytes(capture))
-    atomic_write(out / export.PROTO_TRACE_NAME, export.perfetto_trace_bytes(capture))
+    atomic_write_bytes(out / export.JSON_TRACE_NAME, export.chrome_trace_bytes(capture))
+    atomic_write_bytes(out / export.PROTO_TRACE_NAME, export.perfetto_trace_bytes(capture))
     print(json.dumps({"chrome_json": str(out / export.JSON_TRACE_NAME),
                       "perfetto_protobuf": str(out / export.PROTO_TRACE_NAME)}, sort_keys=True))
     return EXIT_OK
