@@ -41,8 +41,6 @@ class Experiment(_ExperimentText, frozen=True):
 
 
 def parse_experiment(obj: Any, where: str | None = None) -> Experiment:
-    if not isinstance(obj, dict):
-        raise FormatError(f"{where or 'experiment'}: Expected `object`, got `{type(obj).__name__}`")
     text = convert(obj, _ExperimentText, where)
     return Experiment(**msgspec.structs.asdict(text), raw=obj)
 
@@ -79,10 +77,8 @@ def experiments_of(items: Any, where: str, note: Callable[[str], None] | None) -
     """Each experiment of an array; a bad one is noted and skipped, or raised without ``note``."""
     if items is None:
         return None
-    if not isinstance(items, list):
-        raise FormatError(f"{where}: Expected `array`, got `{type(items).__name__}`")
     out = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(convert(items, list[Any], where)):
         try:
             out.append(parse_experiment(item, f"{where}[{index}]"))
         except FormatError as exc:

@@ -102,8 +102,8 @@ class Attempt(Record, frozen=True):
 def parse_attempt(obj: Any, where: str | None = None) -> Attempt:
     prefix = f"{where}." if where else ""
     verification = obj.get("verification") if isinstance(obj, dict) else None
-    if verification is not None and not isinstance(verification, dict):
-        raise FormatError(f"{prefix}verification: Expected `object | null`, got `{type(verification).__name__}`")
+    if verification is not None:
+        verification = convert(verification, dict[str, Any], f"{prefix}verification")
     rest = {k: v for k, v in obj.items() if k != "verification"} if isinstance(obj, dict) else obj
     attempt = convert(rest, Attempt, where)
     # A fast episode checked by the single evaluator stores no ABBA gate.
@@ -143,10 +143,8 @@ def parse_state(obj: Any, note: Callable[[str], None] | None = None) -> Supervis
     items = obj.get("attempts")
     if items is None:
         return state
-    if not isinstance(items, list):
-        raise FormatError(f"attempts: Expected `array | null`, got `{type(items).__name__}`")
     attempts = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(convert(items, list[Any], "attempts")):
         try:
             attempts.append(parse_attempt(item, f"attempts[{index}]"))
         except FormatError as exc:
