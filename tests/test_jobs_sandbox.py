@@ -344,6 +344,7 @@ def test_cancel_kills_the_whole_group(ws, tmp_path, how, leftovers):
             runner.kill()
     final = only_record(ws)
     assert final.state == "cancelled" and final.finished_at is not None
+    assert final.exit_code == -signal.SIGTERM  # the command's own end, as its supervisor saw it
     assert_all_gone(final, pids, pids_file)
 
 

@@ -67,7 +67,7 @@ def _below_me() -> dict:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open("/proc/%s/stat" % entry, "rb") as fh:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
                     stat = fh.read()
             except OSError:
                 continue

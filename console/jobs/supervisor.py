@@ -106,17 +106,19 @@ def _spawn(argv: list, preexec=None) -> subprocess.Popen:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
 
 
-def _reap_all() -> list:
-    """Reap every exited child; return their (pid, status) pairs."""
-    done = []
+_reaped: dict = {}  # pid -> wait status of every child reaped so far
+
+
+def _reap_all() -> None:
+    """Reap every exited child, keeping its wait status in ``_reaped``."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return done
+            return
         if pid == 0:
-            return done
-        done.append((pid, status))
+            return
+        _reaped[pid] = status
 
 
 def _returncode(status: int) -> int:
@@ -324,7 +326,7 @@ class NamespaceInit(Tree):
         # wait for means none left at all (this holds even where /proc is the host's).
         _reap_all()
         try:
-            os.waitpid(-1, os.WNOHANG)
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # looks, reaps nothing
         except ChildProcessError:
             return True
         return False
@@ -347,18 +349,14 @@ def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int,
     _report(report_fd, containment=tree.name, notes=notes)
     status = None
     while status is None:
-        for pid, code in _reap_all():
-            if pid == command.pid:
-                status = code
+        _reap_all()
+        status = _reaped.get(command.pid)
         if status is None and stop.requested():
             break
         if status is None:
             time.sleep(POLL_SECONDS)
     tree.end(LEFTOVER_GRACE_SECONDS if status is not None else grace)
-    if status is None:
-        for pid, code in _reap_all():
-            if pid == command.pid:
-                status = code
+    status = _reaped.get(command.pid)
     returncode = _returncode(status) if status is not None else -signal.SIGKILL
     _report(report_fd, returncode=returncode)
     return returncode
