@@ -19,10 +19,14 @@ from console.profiling.result import load_profile_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "profiling"
-CASES = ["copy", "strided", "bank_conflict", "local_array", "small_grid", "tail", "fma", "good"]
+CASES = ["copy", "strided", "bank_conflict", "local_array", "small_grid", "tail", "fma", "good",
+         "divergent", "fp64", "histogram"]
 # The pattern each kernel was written to show (examples/ncu_patterns/cases.py).
 SHOWS = {"copy": "_mem", "strided": "C", "bank_conflict": "H", "local_array": "K", "small_grid": "A",
-         "tail": "B", "fma": "F"}
+         "tail": "B", "fma": "F", "divergent": "N", "fp64": "L", "histogram": "G"}
+# What sol alone shows of each (real sol pages with the sol counters, captured on the H200).
+SOL_SHOWS = {"copy": {"_mem"}, "strided": {"_mem", "C"}, "local_array": {"_mem", "K"}, "fma": {"F"}, "good": set(),
+             "divergent": {"N"}, "fp64": {"L"}, "histogram": {"E", "G"}}
 
 
 def _csv(case: str, level: str, page: str) -> str:
@@ -83,7 +87,8 @@ def test_sol_fills_the_profile_json_contract(tmp_path):
     assert k["dram_pct"] > 60 and k["metrics"]["grid_size"] == 2112
     assert doc["total_duration_us"] == pytest.approx(k["duration"] / 1000, rel=1e-3)
     metrics_key = json.loads((out / "analysis" / "metrics_key_run.json").read_text())
-    assert metrics_key["kernels"][0]["key_metrics"]["tensor_pct"] is None  # sol collects no tensor pipe
+    # sol reads the tensor pipe too (pattern F needs it): a copy leaves it idle
+    assert metrics_key["kernels"][0]["key_metrics"]["tensor_pct"] < 1
 
 
 def test_kernel_sha256_is_the_file_the_profile_was_taken_on(tmp_path):
@@ -134,7 +139,8 @@ def test_summary_layout_round_trips(deep):
     lines = text.splitlines()
     assert lines[0] == "===== NCU Profile Summary =====" and lines[1] == "Kernel: local_array"
     for label in ("Duration:", "Grid:", "SM Throughput:", "Memory Throughput:", "L2 Hit Rate:", "Achieved Occupancy:",
-                  "Tensor Core Utilization:", "Registers/Thread:", "Local Ld/St:", "Top Stall Reasons:"):
+                  "Tensor Core Utilization:", "FP64 Pipe Utilization:", "Registers/Thread:", "Local Ld/St:",
+                  "Top Stall Reasons:"):
         assert any(l.startswith(label) for l in lines), label
     assert "===== Diagnosis =====" in lines and "===== Suggested Queries =====" in lines
     parsed = summary_text.parse(text)
@@ -251,3 +257,57 @@ def test_naive_row_softmax_diagnosis(tmp_path):
     assert k["name"] == "row_softmax_naive" and k["bound"] == "memory"
     assert {"A", "C", "D"} <= {d["id"] for d in k["diagnostics"]}
     assert doc["symptoms"] == ["low-sm-utilization", "memory-bound"]
+
+
+@pytest.mark.parametrize("case", sorted(SOL_SHOWS))
+def test_sol_sees_divergence_fp64_atomics_spills_and_uncoalesced_access(tmp_path, case):
+    out, doc = _assemble(tmp_path, case, "sol")
+    k = next(k for k in doc["kernels"] if k["name"] == doc["dominant_kernel"])
+    assert {d["id"] for d in k["diagnostics"]} == SOL_SHOWS[case]
+    # a named pattern gives LOCALIZE a hint at sol: the deep --source files that would show it
+    assert bool(doc["localize"]) == bool(doc["symptoms"])
+    assert all(h.startswith(diagnosis.DEEP_SOURCE_HINT + "analysis/") for h in doc["localize"])
+    parsed = summary_text.parse((out / "summary.txt").read_text())
+    assert parsed["localize"] == doc["localize"] and parsed["symptoms"] == doc["symptoms"]
+
+
+def test_fp64_pipe_is_shown_and_f_gives_way_to_the_real_limit(tmp_path):
+    out, doc = _assemble(tmp_path, "fp64", "sol")
+    (k,) = doc["kernels"]
+    assert k["metrics"]["fp64_pipe_pct"] > 95 and k["metrics"]["fma_pipe_pct"] < 5
+    assert "FP64 Pipe Utilization: 98.9%" in (out / "summary.txt").read_text().splitlines()
+    (l_pattern,) = k["diagnostics"]
+    assert l_pattern["id"] == "L" and l_pattern["severity"] == "high" and "fp64 pipe 98.9%" in l_pattern["evidence"][0]
+    # the divergent kernel keeps the FMA pipe 85% busy for one lane in 32: N, not "use tensor cores"
+    _, div = _assemble(tmp_path / "d", "divergent", "sol")
+    assert [d["id"] for d in div["kernels"][0]["diagnostics"]] == ["N"]
+    # the same counters with divergence and fp64 removed: F stands
+    m = dict(div["kernels"][0]["metrics"], threads_per_inst=32.0)
+    assert "F" in {p.id for p in diagnosis.diagnose(m)}
+    assert "F" not in {p.id for p in diagnosis.diagnose(dict(m, fp64_pipe_pct=90.0))}
+
+
+def test_deep_sees_the_new_cases_with_instruction_counts(deep):
+    for case, pid in (("divergent", "N"), ("fp64", "L"), ("histogram", "G")):
+        _, doc = deep[case]
+        ids = [d["id"] for d in doc["kernels"][0]["diagnostics"]]
+        assert pid in ids and "F" not in ids, (case, ids)
+
+
+@pytest.mark.parametrize("level", ["survey", "sol", "deep"])
+def test_queries_name_only_files_that_come_back_from_the_sandbox(tmp_path, level):
+    out, doc = _assemble(tmp_path, "strided", level)
+    queries = summary_text.parse((out / "summary.txt").read_text())["queries"]
+    assert queries and not any(".ncu-rep" in q for q in queries)
+    for q in queries:
+        for word in q.replace("'", " ").split():
+            if word.startswith(str(out)) and not word.endswith(("-sol", "-deep")):
+                assert Path(word).is_file(), (q, word)
+
+
+def test_sol_asks_ncu_only_for_counters_the_h200_reported():
+    """Every sol counter is in the real sol raw pages (ncu 2025.3 on the H200 accepted them)."""
+    from console.profiling.metric_names import sol_extra_metrics
+
+    header = _csv("fp64", "sol", "ncu_raw").splitlines()[0]
+    assert all(f'"{name}"' in header for name in sol_extra_metrics())

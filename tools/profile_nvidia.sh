@@ -76,15 +76,24 @@ pyrun() { PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"; }
 mkdir -p "$outdir/analysis" || die "cannot create $outdir/analysis"
 rm -f "$outdir/ncu.ncu-rep" "$outdir/ncu_source.ncu-rep" "$outdir/analysis/"*.csv
 
-# Metrics the funnel levels need. sol adds the SOL/occupancy/launch sections (cheap), deep is
-# `--set full` plus the counters the diagnosis patterns read (kept only if this ncu knows them).
+# Metrics the funnel levels need. sol adds the SOL/occupancy/launch sections (cheap) and the
+# few hardware counters that let divergence, fp64, atomics, spills and uncoalesced access show
+# (console/profiling/metric_names.py SOL_EXTRA_KEYS); deep is `--set full` plus the counters the
+# diagnosis patterns read. Extra counters are kept only if this ncu knows them.
 sol_metrics=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
+extra=""
 case $level in
-  survey) sel=(--metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread) ;;
-  sol) sel=(--section SpeedOfLight --section LaunchStats --section Occupancy --metrics "$sol_metrics") ;;
+  survey) base_sel=(--metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread)
+    sel=("${base_sel[@]}") ;;
+  sol)
+    base_sel=(--section SpeedOfLight --section LaunchStats --section Occupancy --metrics "$sol_metrics")
+    extra=$(pyrun -c 'from console.profiling.metric_names import sol_extra_metrics; print(",".join(sol_extra_metrics()))')
+    sel=(--section SpeedOfLight --section LaunchStats --section Occupancy --metrics "$sol_metrics${extra:+,$extra}")
+    ;;
   deep)
-    sel=(--set full --import-source yes)
+    base_sel=(--set full --import-source yes)
     extra=$("$NCU" --query-metrics 2>/dev/null | pyrun -m console.profiling.metric_names --known-from-stdin)
+    sel=("${base_sel[@]}")
     [[ -z $extra ]] || sel+=(--metrics "$extra")
     ;;
 esac
@@ -98,10 +107,10 @@ run_ncu() {  # run_ncu LOG REPORT ARGS... : profile the program, keep its output
 echo "$prog: level=$level ncu ${range[*]} ${sel[*]} ${filter[*]} python3 $file ${args[*]}" >&2
 run_ncu "$outdir/ncu.log" "$outdir/ncu" "${sel[@]}"
 rc=$?
-if [[ $rc -ne 0 && $level == deep && -n ${extra:-} ]] && grep -qi "metric" "$outdir/ncu.log"; then
-  # A counter this ncu version refuses must not cost the whole deep profile.
-  echo "$prog: ncu refused the extra metrics, retrying with --set full alone" >&2
-  run_ncu "$outdir/ncu.log" "$outdir/ncu" --set full --import-source yes
+if [[ $rc -ne 0 && -n $extra ]] && grep -qi "metric" "$outdir/ncu.log"; then
+  # A counter this ncu version refuses must not cost the whole profile.
+  echo "$prog: ncu refused the extra metrics, retrying without them" >&2
+  run_ncu "$outdir/ncu.log" "$outdir/ncu" "${base_sel[@]}"
   rc=$?
 fi
 [[ $rc -eq 0 ]] || { tail -n 20 "$outdir/ncu.log" >&2; echo "$prog: ncu exited $rc" >&2; }

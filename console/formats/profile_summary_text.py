@@ -41,6 +41,7 @@ def render(kernel: dict[str, Any] | None, patterns: list[dict[str, Any]], sympto
         f"L2 Hit Rate: {_num(m.get('l2_hit_pct'), 1, '%')}",
         f"Achieved Occupancy: {_num(k.get('occupancy_pct'), 1, '%')}",
         f"Tensor Core Utilization: {_num(m.get('tensor_pct'), 1, '%')}",
+        f"FP64 Pipe Utilization: {_num(m.get('fp64_pipe_pct'), 1, '%')}",
         f"Registers/Thread: {_num(m.get('registers_per_thread'), 0)}",
         f"Local Ld/St: {_num(ld, 0)} / {_num(st, 0)} bytes",
         "Top Stall Reasons:",

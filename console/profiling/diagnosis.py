@@ -50,6 +50,9 @@ PATTERN_SYMPTOM = {
     "K": "register-pressure",
 }
 # Where the line-level evidence for a symptom lives (files written by a --source run).
+# At sol no such file exists yet: LOCALIZE names them with DEEP_SOURCE_HINT in front, the
+# run that writes them.
+DEEP_SOURCE_HINT = "deep --source: "
 LOCALIZE_FILES = {
     "memory-bound": ("source_metrics_line_run.txt", "warp_stalls_line_run.txt"),
     "pipeline-stalls": ("warp_stalls_line_run.txt",),
@@ -62,6 +65,9 @@ BUSY_PCT = 60.0
 # On sm_90 the hmma tensor-pipe counter reads ~5% on pure FFMA code, so below 15% the
 # tensor cores count as unused.
 TENSOR_IDLE_PCT = 15.0
+# Where only the fp64 pipe's utilisation is known (sol), a pipe this busy means the kernel's
+# time goes to double-precision arithmetic.
+FP64_PIPE_BUSY_PCT = 20.0
 # Shared-memory conflicts matter only where shared loads/stores are a real part of the work:
 # a TMA/wgmma GEMM issues few LSU shared requests, whose wavefront ratio means little.
 SHARED_MIN_REQUESTS_PER_BLOCK = 1024
@@ -142,11 +148,15 @@ def _latency_bound(m, fired):
     return Pattern("E", sev, tuple(ev))
 
 
-def _compute_no_tensor(m):
+def _compute_no_tensor(m, fired):
     comp, mem, tensor = m.get("compute_sol_pct"), m.get("mem_sol_pct"), m.get("tensor_pct")
     if comp is None or tensor is None or comp < BUSY_PCT or (mem is not None and mem > comp) or tensor >= TENSOR_IDLE_PCT:
         return None
-    fma = m.get("fma_pipe_pct")
+    fma, fp64 = m.get("fma_pipe_pct"), m.get("fp64_pipe_pct")
+    # Tensor cores are the answer only where FP32 math is the limit: not where the fp64 pipe
+    # is busier than the FMA pipe, nor where divergence or fp64 was already named.
+    if "L" in fired or "N" in fired or (fp64 is not None and fp64 > (fma or 0.0)):
+        return None
     sev = "high" if fma is not None and fma >= BUSY_PCT else "medium"
     return Pattern("F", sev, (f"SM throughput {_f(comp)}% with tensor pipe {_f(tensor)}% (< {TENSOR_IDLE_PCT:.0f}%); FMA pipe {_f(fma)}%",))
 
@@ -293,6 +303,13 @@ def _atomics(m):
 def _fp64(m):
     fp64 = _sum(m.get("fp64_inst"), m.get("fp64_add_inst"), m.get("fp64_mul_inst"))
     fp32 = _sum(m.get("fp32_fma_inst"), m.get("fp32_add_inst"), m.get("fp32_mul_inst"))
+    pipe = m.get("fp64_pipe_pct")
+    if fp64 is None and pipe is not None:  # sol: the pipe's utilisation, no instruction counts
+        if pipe < FP64_PIPE_BUSY_PCT:
+            return None
+        sev = "high" if pipe >= BUSY_PCT else "medium"
+        return Pattern("L", sev, (f"fp64 pipe {pipe:.1f}% of peak (threshold {FP64_PIPE_BUSY_PCT:.0f}%); "
+                                  f"FMA pipe {_f(m.get('fma_pipe_pct'))}%",))
     if not fp64 or fp32 is None:
         return None
     share = fp64 / (fp64 + fp32)
@@ -313,16 +330,18 @@ def _divergence(m):
 def diagnose(m: dict) -> list[Pattern]:
     """Every pattern the key metrics ``m`` support, most severe first."""
     found: list[Pattern] = []
-    for check in (_small_grid, _tail_effect, _memory_bound, _compute_no_tensor, _register_spill, _low_occupancy,
+    for check in (_small_grid, _tail_effect, _memory_bound, _register_spill, _low_occupancy,
                   lambda x: _uncoalesced(x, "ld", "C", "global loads"),
                   lambda x: _uncoalesced(x, "st", "D", "global stores"),
                   _bank_conflicts, _sync_overhead, _pipeline_bubbles, _atomics, _fp64, _divergence):
         p = check(m)
         if p is not None:
             found.append(p)
-    e = _latency_bound(m, {p.id for p in found})
-    if e is not None:
-        found.append(e)
+    # F and E are judged against what already fired
+    for check in (_compute_no_tensor, _latency_bound):
+        p = check(m, {f.id for f in found})
+        if p is not None:
+            found.append(p)
     return sorted(found, key=lambda p: SEVERITIES.index(p.severity))
 
 
@@ -333,12 +352,20 @@ def symptoms_of(patterns) -> list[str]:
     return [s for s in SYMPTOMS if s in present]
 
 
-def localize(symptoms, profile_dir: str | os.PathLike) -> list[str]:
-    """``analysis/<file>`` paths for the symptoms, in symptom order, only files that exist."""
+def localize(symptoms, profile_dir: str | os.PathLike, level: str = "deep") -> list[str]:
+    """Where the line-level evidence for the symptoms lives, in symptom order.
+
+    At deep: the ``analysis/<file>`` paths that exist (a --source run wrote them). At sol the
+    same files prefixed with DEEP_SOURCE_HINT: the hint to go deep with --source and read them.
+    """
     out: list[str] = []
     for symptom in symptoms:
         for name in LOCALIZE_FILES.get(symptom, ()):
             rel = f"analysis/{name}"
-            if rel not in out and os.path.isfile(os.path.join(profile_dir, rel)):
+            if level == "sol":
+                rel = DEEP_SOURCE_HINT + rel
+            elif not os.path.isfile(os.path.join(profile_dir, rel)):
+                continue
+            if rel not in out:
                 out.append(rel)
     return out

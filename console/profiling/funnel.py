@@ -118,8 +118,11 @@ def _queries(level: str, program: str, outdir: str, kernel: str | None, has_sour
     elif not has_source:
         out.append(f"PROFILE_LEVEL=deep PROFILE_KERNEL_REGEX={regex} {base} --output-dir {outdir} --source")
     for rel in localize:
-        out.append(f"head -n 25 {os.path.join(outdir, rel)}")
-    out.append(f"ncu --import {os.path.join(outdir, 'ncu.ncu-rep')} --page details --print-kernel-base function")
+        if not rel.startswith(diagnosis.DEEP_SOURCE_HINT):
+            out.append(f"head -n 25 {os.path.join(outdir, rel)}")
+    # ncu's own rule findings, from the exported details page: the .ncu-rep itself stays on
+    # the GPU machine unless the sandbox is asked for it (--include-raw-profile)
+    out.append(f"grep -E '\"(OPT|WRN)\"' {os.path.join(outdir, 'analysis', 'ncu_details.csv')}")
     return out
 
 
@@ -227,7 +230,7 @@ def assemble(outdir: str, level: str, program: str = "profile_driver.py", top: i
     focus = next((e for e in entries if e["name"] == dominant), entries[0] if entries else None)
     patterns = focus["diagnostics"] if focus else []
     symptoms = diagnosis.symptoms_of([p["id"] for p in patterns])
-    where = diagnosis.localize(symptoms, outdir)
+    where = diagnosis.localize(symptoms, outdir, level)
     stalls = diagnosis.top_stalls(focus["metrics"]) if focus else []
     doc["symptoms"] = symptoms
     doc["localize"] = where

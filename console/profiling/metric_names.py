@@ -118,6 +118,27 @@ def deep_extra_metrics() -> list[str]:
     return list(dict.fromkeys(names))
 
 
+# The few counters sol adds to its sections so that divergence, the fp64 and FMA pipes,
+# atomics, spills and uncoalesced access (patterns C, D, G, K, L, N, and F's tensor check) can
+# show before deep: hardware counters only, no SASS-patched ones (those replay the kernel with
+# instrumented code, which is what makes deep slow), and the stall ratios. profile_nvidia.sh
+# passes them without asking `ncu --query-metrics` first (1.8 s per profile on the H200);
+# if this ncu refuses one, it profiles again with the sections alone.
+SOL_EXTRA_KEYS = (
+    "threads_per_inst", "fma_pipe_pct", "fp64_pipe_pct", "local_ld_bytes", "local_st_bytes",
+    "global_ld_sectors", "global_ld_requests", "global_st_sectors", "global_st_requests",
+    "global_atom_requests", "global_red_requests",
+)
+
+
+def sol_extra_metrics() -> list[str]:
+    """Every counter the sol level asks for on top of its sections."""
+    names = [KEY_METRICS[key][0] for key in SOL_EXTRA_KEYS]
+    names += [KEY_METRICS[f"stall_{r}"][0] for r in STALL_REASONS + EXTRA_STALL_REASONS]
+    names.append(TENSOR_CANDIDATES[0])  # hmma cycles: what ncu 2025.3 reports on sm_90
+    return list(dict.fromkeys(names))
+
+
 def known_base_names(query_output: str) -> set[str]:
     """Base metric names from ``ncu --query-metrics`` output (first word of each row)."""
     known = set()

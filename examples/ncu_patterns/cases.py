@@ -95,6 +95,36 @@ extern "C" __global__ void __launch_bounds__(256, 8) fma_tail(float* __restrict_
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     y[i] = fma_chain((float)(i & 1023), iters);
 }
+
+// Lane 0 of every warp runs the whole FMA chain, the other 31 lanes a thirty-second of it:
+// the SM stays busy issuing instructions for one active thread.
+extern "C" __global__ void __launch_bounds__(256, 8) divergent_lanes(float* __restrict__ y, int iters) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int mine = (threadIdx.x & 31) == 0 ? iters : iters / 32;
+    y[i] = fma_chain((float)(i & 1023), mine);
+}
+
+// The FMA chain in double precision: the fp64 pipe is the limit (a float kernel that slipped
+// a double literal into its inner loop looks the same).
+extern "C" __global__ void __launch_bounds__(256, 8) fp64_heavy(double* __restrict__ y, int iters) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    double a0 = (double)(i & 1023), a1 = a0 + 1.0, a2 = a0 + 2.0, a3 = a0 + 3.0;
+    for (int k = 0; k < iters; ++k) {
+        a0 = fma(a0, 0.9999, 0.5); a1 = fma(a1, 0.9999, 0.5);
+        a2 = fma(a2, 0.9999, 0.5); a3 = fma(a3, 0.9999, 0.5);
+    }
+    y[i] = a0 + a1 + a2 + a3;
+}
+
+// A 16-bin histogram with one global atomicAdd per element: every warp fights over the
+// same few addresses.
+extern "C" __global__ void histogram_atomics(const unsigned int* __restrict__ x, unsigned int* __restrict__ bins,
+                                             long long n) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        atomicAdd(&bins[x[i] & 15u], 1u);
+    }
+}
 """
 
 # case -> (kernel-name regex for ncu, what it shows)
@@ -106,6 +136,9 @@ CASES = {
     "small_grid": ("^fma_small_grid$", "16 blocks on a 132-SM GPU (A)"),
     "tail": ("^fma_tail$", "1.1 waves: the second wave leaves most SMs idle (B)"),
     "fma": ("^fma_heavy$", "fp32 FMA-bound without tensor cores (F)"),
+    "divergent": ("^divergent_lanes$", "one active lane per warp does the work (N)"),
+    "fp64": ("^fp64_heavy$", "double-precision FMA chain: the fp64 pipe is the limit (L)"),
+    "histogram": ("^histogram_atomics$", "16-bin histogram of global atomics (G)"),
     # cuBLAS fp16 GEMM on tensor cores: the kernel that should show no pattern.
     "good": ("gemm|xmma|cutlass|sm90", "fp16 tensor-core GEMM (no pattern expected)"),
 }
@@ -154,6 +187,19 @@ def run_case(case: str) -> None:
         blocks = {"small_grid": 16, "tail": wave + wave // 10, "fma": wave * 8}[case]
         y = cp.empty(blocks * 256, dtype=cp.float32)
         launches.append((mod.get_function(name), (blocks,), (256,), (y, cp.int32(2048))))
+    elif case == "divergent":
+        blocks = sms * 8 * 4
+        y = cp.empty(blocks * 256, dtype=cp.float32)
+        launches.append((mod.get_function("divergent_lanes"), (blocks,), (256,), (y, cp.int32(2048))))
+    elif case == "fp64":
+        blocks = sms * 8 * 2
+        y = cp.empty(blocks * 256, dtype=cp.float64)
+        launches.append((mod.get_function("fp64_heavy"), (blocks,), (256,), (y, cp.int32(1024))))
+    elif case == "histogram":
+        n = 16 * 1024 * 1024
+        x = cp.arange(n, dtype=cp.uint32)
+        bins = cp.zeros(16, dtype=cp.uint32)
+        launches.append((mod.get_function("histogram_atomics"), (sms * 8,), (256,), (x, bins, cp.int64(n))))
     else:
         raise SystemExit(f"cases.py: unknown case {case!r} (one of {', '.join(CASES)})")
     for _ in range(1 + LAUNCHES):
