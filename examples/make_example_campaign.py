@@ -58,11 +58,18 @@ RUNTIME = ".atrex_long_horizon"
 # Median µs per workload (rows, cols) on an H200, from tools/evaluate.py (defaults: warm-up 10,
 # 50 timed calls, L2 flushed before each): the naive and fast bundled kernels, the reference.
 # Source: benchmarks/row_softmax_kernels.py, kept in tests/fixtures/evaluator/row_softmax_h200_bench.json.
-NAIVE_US = {(4096, 1024): 585.1, (8192, 2048): 1162.5, (2048, 8192): 4645.2, (16384, 512): 294.8, (1024, 32768): 18640.8}
-FAST_US = {(4096, 1024): 14.0, (8192, 2048): 37.95, (2048, 8192): 38.05, (16384, 512): 21.87, (1024, 32768): 74.03}
-REF_US = {(4096, 1024): 146.6, (8192, 2048): 495.3, (2048, 8192): 497.8, (16384, 512): 290.3, (1024, 32768): 964.3}
-# trial 2 (blocks of at most 128 threads, more float4 per thread): slower on the long rows
-TRIAL2_FACTOR = {(4096, 1024): 0.99, (8192, 2048): 1.01, (2048, 8192): 1.12, (16384, 512): 1.0, (1024, 32768): 1.31}
+NAIVE_US = {(4096, 1024): 586.816, (8192, 2048): 1163.024, (2048, 8192): 4642.208, (16384, 512): 295.488,
+            (1024, 32768): 18533.504, (4099, 1000): 438.224, (1000, 777): 305.664, (257, 10001): 3852.384,
+            (1, 4099): 473.664, (3001, 1): 3.968}
+FAST_US = {(4096, 1024): 13.392, (8192, 2048): 37.152, (2048, 8192): 36.4, (16384, 512): 21.744, (1024, 32768): 73.424,
+           (4099, 1000): 13.504, (1000, 777): 8.448, (257, 10001): 16.896, (1, 4099): 7.808, (3001, 1): 3.84}
+REF_US = {(4096, 1024): 144.464, (8192, 2048): 493.76, (2048, 8192): 493.472, (16384, 512): 290.24, (1024, 32768): 958.944,
+          (4099, 1000): 143.2, (1000, 777): 120.608, (257, 10001): 94.448, (1, 4099): 115.296, (3001, 1): 117.84}
+# trial 2 (blocks of at most 128 threads, more float4 per thread): slower on the long rows; rows
+# that are not a multiple of 4 or shorter than a warp take the same path in both trials, and
+# 4099x1000 the same block shapes as 4096x1024 (not measured: its factor is 4096x1024's)
+TRIAL2_FACTOR = {(4096, 1024): 0.99, (8192, 2048): 1.01, (2048, 8192): 1.12, (16384, 512): 1.0, (1024, 32768): 1.31,
+                 (4099, 1000): 0.99, (1000, 777): 1.0, (257, 10001): 1.0, (1, 4099): 1.0, (3001, 1): 1.0}
 
 
 class Clock:
@@ -152,7 +159,7 @@ class Story:
             }
             for c in self.cases
         }
-        extra = {"atol": 0.01, "rtol": 0.05, "seeds": list(range(seeds)), "warmup": 10, "iters": 50, "layout": "definition"}
+        extra = {"atol": 1e-12, "rtol": 1e-4, "seeds": list(range(seeds)), "warmup": 10, "iters": 50, "layout": "definition"}
         return evaluate.build_result(self.cases, outcomes, eval_id=self.uuid_hex(), extra=extra)
 
     # -- telemetry --------------------------------------------------------------------
@@ -286,7 +293,7 @@ def write_profiles(story: Story, root: Path) -> list[str]:
 
     base = "profiles/episode_1"
     survey = [c.index for c in story.cases]
-    for wave in (survey[:4], survey[4:]):
+    for wave in (survey[i:i + 4] for i in range(0, len(survey), 4)):
         story.sandbox_wave("profile", [story.jitter(24.0, 15) for _ in wave])
         for i in wave:
             case = story.cases[i]
