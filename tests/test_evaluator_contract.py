@@ -283,3 +283,15 @@ def test_rms_norm_inputs_make_a_missing_eps_or_weight_fail():
         assert evaluate.compare((good,), (ref,), atol, rtol)[2] == 0
         assert evaluate.compare((no_eps,), (ref,), atol, rtol)[2] >= cols  # row 0 at least
         assert evaluate.compare((no_weight,), (ref,), atol, rtol)[2] > 0
+
+
+def test_shape_line_reports_bitwise_differences_and_result_stays_strict_json():
+    case = Case(0, "a", {"n": 1})
+    ok = {"ok": True, "latency_us": 10.0, "max_abs_err": 1e-7, "nondeterministic_launches": 3}
+    assert "(bitwise different on 3 timed calls, within tolerance)" in evaluate.shape_line(case, ok)
+    assert "bitwise" not in evaluate.shape_line(case, dict(ok, nondeterministic_launches=0))
+    # an output full of inf: the errors are unknown (None), never a non-JSON number
+    failed = {"ok": False, "failure": "sid=0: correctness mismatch", "max_abs_err": evaluate._finite(float("inf")),
+              "max_rel_err": evaluate._finite(float("nan"))}
+    line = evaluate.result_line(evaluate.build_result((case,), {0: failed}, eval_id="e"))
+    assert json.loads(line[len(PREFIX):])["max_abs_err"] is None
