@@ -192,7 +192,7 @@ def run_process(
     report_r, report_w = os.pipe()
     passed = [control_r, report_w] + ([slot_fd] if slot_fd is not None else [])
     supervisor = [
-        sys.executable, "-I", str(SUPERVISOR),
+        sys.executable, "-I", "-S", str(SUPERVISOR),  # the standard library only: no site start-up
         "--job-dir", str(job_dir), "--job-id", job_id, "--stage", str(cwd), "--grace", f"{kill_grace:g}",
         "--control-fd", str(control_r), "--report-fd", str(report_w),
         "--containment", os.environ.get(CONTAINMENT_ENV) or "auto",

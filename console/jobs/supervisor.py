@@ -1,6 +1,6 @@
 """The process that holds a sandbox job's command, so that nothing the command starts outlives it.
 
-    python3 -I supervisor.py --job-dir DIR --job-id ID [--stage DIR] --grace S
+    python3 -I -S supervisor.py --job-dir DIR --job-id ID [--stage DIR] --grace S
                              --control-fd R --report-fd W [--containment auto|pidns|cgroup|subreaper]
                              [--read-only PATH]... -- COMMAND [ARG...]
 
@@ -83,6 +83,10 @@ class Stop:
     def on_signal(self, signum, frame) -> None:
         self.signalled = True
 
+    def watched(self) -> list:
+        """The descriptors to wake up for: the starter's pipe until it ended."""
+        return [] if self.starter_gone else [self.control_fd]
+
     def requested(self) -> bool:
         if not self.starter_gone:
             try:
@@ -92,6 +96,14 @@ class Stop:
             if ready and os.read(self.control_fd, 64) == b"":
                 self.starter_gone = True
         return self.signalled or self.starter_gone
+
+
+def _wait_readable(*fds: int) -> None:
+    """Sleep until one of ``fds`` is readable, a signal arrives, or ``POLL_SECONDS`` pass."""
+    try:
+        select.select(fds, [], [], POLL_SECONDS)
+    except InterruptedError:
+        pass
 
 
 def _report(fd: int, **fields) -> None:
@@ -347,6 +359,7 @@ def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int,
         _report(report_fd, containment=tree.name, notes=notes, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
         return 127
     _report(report_fd, containment=tree.name, notes=notes)
+    exited = os.pidfd_open(command.pid)  # readable once the command has exited
     status = None
     while status is None:
         _reap_all()
@@ -354,7 +367,8 @@ def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int,
         if status is None and stop.requested():
             break
         if status is None:
-            time.sleep(POLL_SECONDS)
+            _wait_readable(exited, *stop.watched())
+    os.close(exited)
     tree.end(LEFTOVER_GRACE_SECONDS if status is not None else grace)
     status = _reaped.get(command.pid)
     returncode = _returncode(status) if status is not None else -signal.SIGKILL
@@ -365,12 +379,14 @@ def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int,
 def _run_namespace(args, stop: Stop, read_only: list) -> int:
     """Fork the init of a new PID namespace and wait for it (from outside the namespace)."""
     _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
-    alive_r, alive_w = os.pipe()
+    alive_r, alive_w = os.pipe()  # the init watches the supervisor through it
+    done_r, done_w = os.pipe()  # and the supervisor the init: end of file once it exited
     child = os.fork()
     if child == 0:
         status = 1
         try:
             os.close(alive_w)
+            os.close(done_r)
             # The supervisor gone, the init goes too, and with it the whole namespace.
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             ready, _, _ = select.select([alive_r], [], [], 0)
@@ -385,6 +401,7 @@ def _run_namespace(args, stop: Stop, read_only: list) -> int:
         finally:
             os._exit(status & 0xFF)
     os.close(alive_r)
+    os.close(done_w)
     asked = None
     while True:
         try:
@@ -398,7 +415,7 @@ def _run_namespace(args, stop: Stop, read_only: list) -> int:
             os.kill(child, signal.SIGTERM)
         if asked is not None and time.monotonic() - asked > args.grace + KILL_ROUNDS_SECONDS:
             os.kill(child, signal.SIGKILL)  # the kernel ends the namespace with its init
-        time.sleep(POLL_SECONDS)
+        _wait_readable(done_r, *stop.watched())
 
 
 def remove_tree(top: str) -> None:
