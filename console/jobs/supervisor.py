@@ -99,11 +99,8 @@ class Stop:
 
 
 def _wait_readable(*fds: int) -> None:
-    """Sleep until one of ``fds`` is readable, a signal arrives, or ``POLL_SECONDS`` pass."""
-    try:
-        select.select(fds, [], [], POLL_SECONDS)
-    except InterruptedError:
-        pass
+    """Sleep until one of ``fds`` is readable or ``POLL_SECONDS`` pass."""
+    select.select(fds, [], [], POLL_SECONDS)
 
 
 def _report(fd: int, **fields) -> None:
@@ -359,7 +356,10 @@ def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int,
         _report(report_fd, containment=tree.name, notes=notes, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
         return 127
     _report(report_fd, containment=tree.name, notes=notes)
-    exited = os.pidfd_open(command.pid)  # readable once the command has exited
+    try:
+        exited = [os.pidfd_open(command.pid)]  # readable once the command has exited
+    except (AttributeError, OSError):
+        exited = []  # before Linux 5.3: the poll interval it is
     status = None
     while status is None:
         _reap_all()
@@ -367,8 +367,9 @@ def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int,
         if status is None and stop.requested():
             break
         if status is None:
-            _wait_readable(exited, *stop.watched())
-    os.close(exited)
+            _wait_readable(*exited, *stop.watched())
+    for fd in exited:
+        os.close(fd)
     tree.end(LEFTOVER_GRACE_SECONDS if status is not None else grace)
     status = _reaped.get(command.pid)
     returncode = _returncode(status) if status is not None else -signal.SIGKILL
