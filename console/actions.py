@@ -46,18 +46,24 @@ class OperatorAction:
     description: str
     label: str  # the footer's short name
     needs_kernel: bool = False  # targets the kernel selected in the profile funnel
+    profiler: bool = False  # runs Nsight Compute (ncu must be on PATH); every action needs a GPU and cupy
 
 
 ACTIONS: tuple[OperatorAction, ...] = (
-    OperatorAction("profile_survey", "s", "Profile: survey", "time every kernel (ncu gpu__time_duration)", "survey"),
-    OperatorAction("profile_sol", "o", "Profile: sol", "speed-of-light throughput of the top kernels", "sol"),
-    OperatorAction("profile_deep", "d", "Profile: deep", "ncu --set full on the kernel selected in the funnel", "deep", True),
-    OperatorAction("profile_source", "S", "Profile: --source", "source-line evidence for the selected kernel", "source", True),
+    OperatorAction("profile_survey", "s", "Profile: survey", "time every kernel (ncu gpu__time_duration)", "survey",
+                   profiler=True),
+    OperatorAction("profile_sol", "o", "Profile: sol", "speed-of-light throughput of the top kernels", "sol",
+                   profiler=True),
+    OperatorAction("profile_deep", "d", "Profile: deep", "ncu --set full on the kernel selected in the funnel", "deep",
+                   needs_kernel=True, profiler=True),
+    OperatorAction("profile_source", "S", "Profile: --source", "source-line evidence for the selected kernel", "source",
+                   needs_kernel=True, profiler=True),
     OperatorAction("correctness_run", "c", "Correctness run", "test_kernel.py --multi-seed 3", "correct"),
     OperatorAction("benchmark_run", "b", "Benchmark run", "test_kernel.py latency per shape", "bench"),
     OperatorAction("timeline_measure", "m", "Timeline measure",
                    "probe overhead: clean_kernel.py vs kernel.py via bench.py", "measure"),
-    OperatorAction("abba_compare", "a", "ABBA compare", "base commit vs worktree HEAD, I C C I on one GPU", "ABBA"),
+    OperatorAction("abba_compare", "a", "ABBA compare", "incumbent (base commit) vs worktree HEAD, I C C I on one GPU",
+                   "ABBA"),
 )
 ACTIONS_BY_NAME = {a.name: a for a in ACTIONS}
 
@@ -72,7 +78,9 @@ def sandbox_flags(name: str, *, episode: object = None, kernel: str | None = Non
                   incumbent: str | None = None, candidate: str | None = None, stamp: str | None = None) -> list[str]:
     """The sandbox flags and command for one action (FORMATS §7, §8, §9, §10).
 
-    ``incumbent``/``candidate`` are the commits an ABBA compare runs; ``stamp`` names a
+    ``incumbent``/``candidate`` are the commits an ABBA compare runs: the job runs on a
+    staged copy without ``.git``, so tools/abba.py reads both commits from the workspace's
+    repository (``--repo``, read only, with episcope's safe git settings); ``stamp`` names a
     timeline measurement (default: now, UTC)."""
     if name in ("profile_survey", "profile_sol", "profile_deep"):
         level = name.removeprefix("profile_")
@@ -109,10 +117,10 @@ def sandbox_flags(name: str, *, episode: object = None, kernel: str | None = Non
                 *TIMELINE_MEASURE_FLAGS, "--output", output]
     if name == "abba_compare":
         if not incumbent or not candidate:
-            raise ActionRefused("ABBA compare needs the base commit and the worktree HEAD")
+            raise ActionRefused("ABBA compare needs the incumbent commit and the worktree HEAD")
         return ["--kind", "dev", "--workspace", workspace, "--sync", "verification_artifacts", "--",
                 "python", str(ABBA_SCRIPT), "--incumbent-commit", incumbent, "--candidate-commit", candidate,
-                "--output-dir", "verification_artifacts", "--", *EVALUATOR]
+                "--output-dir", "verification_artifacts", "--repo", str(Path(workspace).resolve()), "--", *EVALUATOR]
     raise ActionRefused(f"unknown action {name!r}")
 
 
@@ -212,13 +220,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def campaign_head(campaign_root: str | os.PathLike) -> str | None:
-    """The commit the campaign's checkout is at (the incumbent when no base commit is known)."""
-    from console.episode.git_repo import head_commit
-
-    return head_commit(campaign_root)
 
 
 def cancel(workspace: str, job_id: str):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import work
+from textual.actions import parse as parse_action
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -36,10 +37,12 @@ from console.actions import (
     TIMELINE_BENCH,
     ActionRefused,
     JobLauncher,
-    campaign_head,
     cancel,
 )
 from console.episode import events as ev
+from console.episode.incumbent import abba_plan
+from console.episode.job_outcome import failure_line, newly_failed
+from console.episode.preflight import PREFLIGHT_PATH, Preflight, check_preflight
 from console.episode.state import EpisodeState
 from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
@@ -130,13 +133,14 @@ class EpiscopeApp(App):
     ]
 
     def __init__(self, *, session=None, replay=None, state: EpisodeState | None = None, readonly: bool = False,
-                 launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
+                 readonly_reason: str = "read-only", launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
                  clock=time.time) -> None:
         super().__init__()
         self.session = session
         self.replay = replay
         self.mode = "replay" if replay is not None else "live"
         self.readonly = readonly
+        self.readonly_reason = readonly_reason  # what a dimmed action says when read-only
         self.launcher = launcher
         self.gpu_sampler = gpu_sampler
         self.sample_gpu = sample_gpu
@@ -160,6 +164,8 @@ class EpiscopeApp(App):
         self._filter_target: Pane | None = None
         self._replay_last = time.monotonic()
         self._availability: tuple | None = None
+        self._preflight: Preflight | None = None  # the sampling thread's, folded into the state once
+        self._jobs_seen: EpisodeState | None = None  # the state whose jobs the failure toasts last compared
         self.draws = 0  # how many states were drawn (the load benchmark reads it)
 
     # -- layout ----------------------------------------------------------------------------
@@ -244,15 +250,19 @@ class EpiscopeApp(App):
         return self.sample_gpu and self.mode == "live" and self.session is not None
 
     class GpuSampled(Message):
-        def __init__(self, reading: GpuReading) -> None:
+        def __init__(self, reading: GpuReading, preflight: Preflight) -> None:
             super().__init__()
             self.reading = reading
+            self.preflight = preflight
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="gpu")
     def sample_gpu_reading(self) -> None:
         if self.gpu_sampler is None:
             self.gpu_sampler = GpuSampler()
-        self.post_message(self.GpuSampled(self.gpu_sampler.sample()))
+        reading = self.gpu_sampler.sample()
+        if self._preflight is None:  # once: what the host has does not change while the console runs
+            self._preflight = check_preflight(reading)
+        self.post_message(self.GpuSampled(reading, self._preflight))
 
     def on_episcope_app_gpu_sampled(self, message: GpuSampled) -> None:
         """Fold the reading into the state like any file's event (so it is recorded and
@@ -260,7 +270,10 @@ class EpiscopeApp(App):
         reading = message.reading
         if not self.scanned:
             return
-        self.set_state(self.session.add([ev.Event(ev.GPU, NVML_PATH, None, reading.sampled_at, reading)]))
+        events = [ev.Event(ev.GPU, NVML_PATH, None, reading.sampled_at, reading)]
+        if self.session.state.preflight is None:
+            events.append(ev.Event(ev.PREFLIGHT, PREFLIGHT_PATH, None, reading.sampled_at, message.preflight))
+        self.set_state(self.session.add(events))
         self._flush_recording()
 
     def _flush_recording(self) -> None:
@@ -313,6 +326,20 @@ class EpiscopeApp(App):
             else:
                 pane.show_state(state)
         self.refresh_availability()
+        self._toast_failures(state)
+
+    def _toast_failures(self, state: EpisodeState) -> None:
+        """A job that ends badly while the console watches says why, in one toast. Jobs
+        that had already ended when the console opened are the episode's past: no toast."""
+        if self.mode != "live" or (self.session is not None and not self.scanned):
+            return
+        if self._jobs_seen is not None:
+            for job in newly_failed(self._jobs_seen, state):
+                reason = failure_line(job, state.job_logs.get(job.job_id))
+                what = job.category or job.kind or "job"
+                self.notify(visible(f"job {job.job_id} ({what}) {job.state}: {reason}"), severity="error",
+                            timeout=15, markup=False)
+        self._jobs_seen = state
 
     def refresh_availability(self) -> None:
         """Announce new bindings only when what can run changed (the key bar re-checks them all)."""
@@ -355,7 +382,7 @@ class EpiscopeApp(App):
     def why_blocked(self, name: str) -> str | None:
         """Why an operator action cannot run now, or None when it can."""
         if self.readonly:
-            return "read-only"
+            return self.readonly_reason
         if self.mode == "replay":
             return "replay"
         if self.launcher is None:
@@ -368,14 +395,19 @@ class EpiscopeApp(App):
         action = ACTIONS_BY_NAME[name]
         if self.busy_jobs() >= MAX_SANDBOX_JOBS:
             return f"{MAX_SANDBOX_JOBS}/{MAX_SANDBOX_JOBS} jobs running"
+        preflight = self.episode_state.preflight
+        if preflight is None and self.samples_gpu():
+            return "checking for a GPU, ncu and cupy"
+        if preflight is not None:
+            missing = preflight.blocks(profiler=action.profiler)
+            if missing:
+                return missing
         if action.needs_kernel and not self.selected_kernel():
             return "select a kernel in the funnel"
         if name == "abba_compare":
-            base, head = self.abba_commits()
-            if head is None:
-                return "worktree HEAD unknown"
-            if head == base:
-                return "no commit since the base commit"
+            missing = abba_plan(self.episode_state).missing
+            if missing:
+                return missing
         if name == "timeline_measure":
             workspace = Path(self.launcher.workspace)
             missing = [n for n in (TIMELINE_BASELINE_SOURCE, TIMELINE_BENCH) if not (workspace / n).is_file()]
@@ -384,14 +416,9 @@ class EpiscopeApp(App):
         return None
 
     def abba_commits(self) -> tuple[str | None, str | None]:
-        """(incumbent, candidate) of an ABBA compare: the episode's base commit and the
-        worktree HEAD. The incumbent is None when no base commit is known yet (the launch
-        then takes the campaign's HEAD)."""
-        state = self.episode_state
-        git, active, journal = state.git, state.active_episode, state.journal
-        base = (git.base_commit if git else None) or (active.base_commit if active else None) \
-            or (journal.base_commit if journal else None)
-        return base, git.head if git else None
+        """(incumbent, candidate) of an ABBA compare (console.episode.incumbent)."""
+        plan = abba_plan(self.episode_state)
+        return plan.incumbent, plan.candidate
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         # True: enabled; None: shown dimmed and refused; False: hidden and refused.
@@ -407,13 +434,30 @@ class EpiscopeApp(App):
 
     def why_binding_blocked(self, binding: Binding) -> str | None:
         """Why the action of a dimmed binding is refused now (the help screen shows it)."""
-        if binding.id == "job.cancel":
+        _, name, parameters = parse_action(binding.action)
+        return self.why_action_blocked(name, parameters)
+
+    def why_action_blocked(self, name: str, parameters: tuple) -> str | None:
+        """Why an app action that ``check_action`` dims is refused now (None: it is not)."""
+        if name == "launch":
+            return self.why_blocked(str(parameters[0]))
+        if name == "cancel_job":
             return self.why_blocked("cancel_job")
-        if binding.id and binding.id.startswith("job."):
-            return self.why_blocked(binding.id.removeprefix("job."))
-        if binding.id == "app.timeline":
+        if name == "open_timeline" and not self.receipts():
             return "no timeline receipt in this episode yet"
         return None
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """A dimmed key of the app says why it is refused instead of doing nothing."""
+        if isinstance(action, str) and default_namespace in (None, self):
+            destination, name, parameters = parse_action(action)
+            if not destination and self.check_action(name, parameters) is None:
+                why = self.why_action_blocked(name, parameters)
+                if why is not None:
+                    self.notify(visible(f"{name.replace('_', ' ')}: not now ({why})"), severity="warning",
+                                markup=False)
+                    return True
+        return await super().run_action(action, default_namespace, namespaces)
 
     def binding_ids(self) -> Iterator[str]:
         """Every binding id a keymap may name (the screens are imported only when asked)."""
@@ -443,8 +487,6 @@ class EpiscopeApp(App):
         commits = {}
         if name == "abba_compare":
             incumbent, candidate = self.abba_commits()
-            if incumbent is None and self.episode_state.campaign_root:
-                incumbent = campaign_head(self.episode_state.campaign_root)
             commits = {"incumbent": incumbent, "candidate": candidate}
         try:
             job = self.launcher.launch(name, episode=episode, kernel=self.selected_kernel(), busy=self.busy_jobs(),

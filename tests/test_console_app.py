@@ -264,12 +264,13 @@ def test_every_action_is_a_request_the_sandbox_accepts(tmp_path):
         if action.name in ("correctness_run", "benchmark_run"):
             assert request.kind == "run" and "test_kernel.py" in request.argv
         if action.name == "abba_compare":
-            # tools/abba.py's own command line: both commits, output under the worktree, the evaluator after --
+            # tools/abba.py's own command line: both commits, output under the worktree, the
+            # workspace's repository (the staged copy has no .git), the evaluator after --
             assert request.argv[1].endswith("tools/abba.py") and request.sync == ("verification_artifacts",)
             tail = list(request.argv[2:])
             assert tail[:6] == ["--incumbent-commit", "a" * 40, "--candidate-commit", "b" * 40,
                                 "--output-dir", "verification_artifacts"]
-            assert tail[6:] == ["--", "python", "test_kernel.py"]
+            assert tail[6:] == ["--repo", str(tmp_path.resolve()), "--", "python", "test_kernel.py"]
         if action.name == "timeline_measure":
             assert request.argv[1].endswith("skills/autonomous-gpu-kernel-timeline/scripts/timeline.py")
             assert request.argv[2] == "measure" and request.sync == ("timeline",)

@@ -23,7 +23,10 @@ def run(args: argparse.Namespace) -> int:
         session = Session(args.path)
     except WorkspaceError as exc:
         raise CommandError(str(exc)) from None
-    document = status_document(session.scan(), gpu=_gpu_reading())
+    from console.episode.preflight import check_preflight
+
+    reading = _gpu_reading()
+    document = status_document(session.scan(), gpu=reading, preflight=check_preflight(reading))
     if args.json:
         from console.formats.jsonio import dumps
 

@@ -43,7 +43,10 @@ def run(args) -> int:
         except OSError as exc:
             raise CommandError(f"cannot create a recording: {exc} (use --no-record)") from None
     session = Session(args.path, workspace=workspace, on_event=recorder.record if recorder else None)
-    launcher = None if args.readonly else JobLauncher(workspace.episode_root)
-    app = EpiscopeApp(session=session, readonly=args.readonly, launcher=launcher, recorder=recorder)
+    # An archive's unpacked copy is shared by every later look at it: nothing may change it.
+    readonly = args.readonly or workspace.archive is not None
+    launcher = None if readonly else JobLauncher(workspace.episode_root)
+    app = EpiscopeApp(session=session, readonly=readonly, launcher=launcher, recorder=recorder,
+                      readonly_reason="archive: read-only" if workspace.archive is not None else "read-only")
     app.run()
     return app.return_code or 0

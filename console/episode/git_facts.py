@@ -36,6 +36,7 @@ class GitFacts(msgspec.Struct, frozen=True):
     worktree: str
     head: str | None = None
     branch: str | None = None
+    first_commit: str | None = None  # the oldest commit HEAD descends from (``episcope init``'s)
     dirty_paths: tuple[str, ...] = ()  # tracked files changed in the working tree or index
     untracked_paths: tuple[str, ...] = ()
     kernel_sha256: str | None = None  # of kernel.py as it is on disk now
@@ -97,11 +98,13 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
             except ValueError:
                 head = None  # a repository without commits
             branch = None if repo.head.is_detached else repo.active_branch.name
+            first = repo.git.rev_list("--max-parents=0", "HEAD", kill_after_timeout=GIT_TIMEOUT_SECONDS) if head else ""
             dirty, untracked = _porcelain(repo)
             facts = GitFacts(
                 worktree=str(worktree),
                 head=head,
                 branch=branch,
+                first_commit=first.split()[-1] if first else None,
                 dirty_paths=dirty,
                 untracked_paths=untracked,
                 kernel_sha256=kernel_sha,

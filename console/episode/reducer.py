@@ -429,6 +429,7 @@ class Reducer:
             jobs=jobs,
             job_logs=self._job_logs.snapshot(),
             gpu=self._gpu,
+            preflight=self._latest(ev.PREFLIGHT),
             unreadable=tuple(self._unreadable[k] for k in sorted(self._unreadable, key=lambda k: (k[0], k[1] or -1))),
             last_event_at=self._last_at,
             event_count=self._count,

@@ -47,6 +47,7 @@ from console.profiling.result import ProfileResult, load_profile_dir
 
 from . import events as ev
 from .git_facts import GitFacts
+from .preflight import Preflight
 
 Layout = Literal["lines", "document", "directory", "derived"]
 
@@ -118,6 +119,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
              timeline.read_timeline_measurement, timeline.measurement_from_obj, about="a timeline overhead measurement"),
     Artifact(ev.GIT, (), "derived", GitFacts, None, about="the episode worktree's git facts"),
     Artifact(ev.GPU, (), "derived", GpuReading, None, about="NVML readings the live console samples"),
+    Artifact(ev.PREFLIGHT, (), "derived", Preflight, None, about="whether this host can run the GPU actions"),
 )
 
 BY_KIND: dict[str, Artifact] = {row.kind: row for row in ARTIFACTS}

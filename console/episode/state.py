@@ -22,6 +22,7 @@ import msgspec
 
 if TYPE_CHECKING:
     from console.episode.git_facts import GitFacts
+    from console.episode.preflight import Preflight
     from console.formats.abba import AbbaRun, AbbaVerdict
     from console.formats.evaluations import EvaluationRecord
     from console.formats.handoff import Handoff
@@ -182,6 +183,7 @@ class EpisodeState(msgspec.Struct, frozen=True):
     jobs: tuple[JobRecord, ...] = ()  # newest first
     job_logs: Mapping[str, JobLogTail] = EMPTY  # job id -> the last lines of its logs
     gpu: GpuReading | None = None  # the latest NVML reading (live only; recorded and replayed)
+    preflight: Preflight | None = None  # whether GPU actions can run on this host (live and status)
     # Problems.
     alerts: tuple[Alert, ...] = ()
     unreadable: tuple[Unreadable, ...] = ()

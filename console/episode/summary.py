@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from .events import Event
+from .job_outcome import failure_line, job_outcome
 from .state import EpisodeState
 
 if TYPE_CHECKING:
     from console.formats.problems import Unreadable
     from console.formats.supervisor import Attempt, SupervisorState
     from console.gpu.sampler import GpuReading
+
+    from .preflight import Preflight
 
 T = TypeVar("T")
 
@@ -171,9 +174,16 @@ def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
 
 
 def _sandbox(state: EpisodeState) -> dict[str, Any]:
-    counts: dict[str, Any] = {"running": 0, "succeeded": 0, "failed": 0}
+    """One count per sandbox job: a job record by its outcome (``job_outcome``: failed means
+    failed, timed out or lost), and a telemetry sandbox operation only when no job record
+    stands for it (the record names its operation id)."""
+    counts: dict[str, Any] = {"running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    recorded = {job.operation_id for job in state.jobs if job.operation_id}
+    for job in state.jobs:
+        counts[job_outcome(job.state)] += 1
     for op in state.sandbox_operations:
-        counts[op.status] = counts.get(op.status, 0) + 1
+        if op.operation_id not in recorded:
+            counts[op.status] = counts.get(op.status, 0) + 1
     jobs: dict[str, int] = {}
     for job in state.jobs:
         jobs[job.state] = jobs.get(job.state, 0) + 1
@@ -273,6 +283,7 @@ def _jobs(state: EpisodeState) -> list[dict[str, Any]]:
                 "duration_seconds": job.duration_seconds,
                 "exit_code": job.exit_code,
                 "result_code": job.result_code,
+                "error": failure_line(job, tail) if job_outcome(job.state) == "failed" else None,
                 "log_tail": {
                     "stdout": list(tail.stdout) if tail else [],
                     "stderr": list(tail.stderr) if tail else [],
@@ -298,11 +309,12 @@ def _unreadable(problem: Unreadable) -> dict[str, Any]:
     return {"path": problem.path, "offset": problem.offset, "error": problem.error}
 
 
-def status_document(state: EpisodeState, gpu: GpuReading | None = None) -> dict[str, Any]:
+def status_document(state: EpisodeState, gpu: GpuReading | None = None, preflight: Preflight | None = None) -> dict[str, Any]:
     """The status document; ``gpu`` is a reading taken for it (the headless status samples
     once), else the state's latest reading."""
     active = state.active_phase
     reading = state.gpu if gpu is None else gpu
+    checks = state.preflight if preflight is None else preflight
     return {
         "schema_version": SCHEMA_VERSION,
         "campaign": {"name": state.campaign, "root": state.campaign_root},
@@ -328,6 +340,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None) -> dict[
         "timeline": _timeline(state),
         "jobs": _jobs(state),
         "gpu": _gpu(reading),
+        "preflight": None if checks is None else msgspec.to_builtins(checks),
         "git": None if state.git is None else msgspec.to_builtins(state.git),
         "alerts": [msgspec.to_builtins(a) for a in state.alerts],
         "unreadable": [_unreadable(u) for u in state.unreadable],

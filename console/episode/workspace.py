@@ -30,6 +30,7 @@ class Workspace(msgspec.Struct, frozen=True):
     campaign_root: Path
     worktree: Path | None  # the episode worktree shown (active, else newest), if any
     worktrees: tuple[Path, ...]  # every episode worktree of the campaign
+    archive: Path | None = None  # the packed episode this is an unpacked copy of (shown read-only)
 
     @property
     def name(self) -> str:
@@ -71,9 +72,10 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     if path is not None and str(path).endswith((".tar.gz", ".tgz")):
         # A packed episode: unpacked once into the user cache, then opened like any campaign.
         try:
-            path = open_archive(path)
+            unpacked = open_archive(path)
         except ArchiveError as exc:
             raise WorkspaceError(str(exc)) from None
+        return msgspec.structs.replace(resolve_workspace(unpacked), archive=Path(path).resolve())
     start = Path(path or ".").expanduser()
     if not start.exists():
         raise WorkspaceError(f"{start}: no such directory")
