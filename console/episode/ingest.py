@@ -134,16 +134,18 @@ class Ingest:
         file, go through events as usual.
         """
         for artifact, path in self._found():
-            if artifact.kind != ev.TELEMETRY:
-                for batch in self.read_lines_batched(artifact, path) if artifact.layout == "lines" else [self._read(artifact, path)]:
+            if artifact.kind == ev.TELEMETRY:
+                for base, lines in self._tailer(artifact, path).batches():
+                    records = decode_folded_lines(lines)
+                    if records is None:
+                        reducer.feed(_line_events(artifact, path, base, lines))
+                    else:
+                        reducer.fold_telemetry(path, records)
+            elif artifact.layout == "lines":
+                for batch in self.read_lines_batched(artifact, path):
                     reducer.feed(batch)
-                continue
-            for base, lines in self._tailer(artifact, path).batches():
-                records = decode_folded_lines(lines)
-                if records is None:
-                    reducer.feed(_line_events(artifact, path, base, lines))
-                else:
-                    reducer.fold_telemetry(path, records)
+            else:
+                reducer.feed(self._read(artifact, path))
         reducer.feed(self._git_events(force=True))
 
     def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
