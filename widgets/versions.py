@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -9,6 +11,9 @@ from console.episode.state import EpisodeState
 
 from .common import NA, fmt, plain, short_sha, sync_table
 from .pane import Pane
+
+if TYPE_CHECKING:
+    from console.formats.memory import MemoryVersion
 
 
 class VersionsPane(Pane):
@@ -45,3 +50,11 @@ class VersionsPane(Pane):
                 )
             )
         sync_table(self.query_one(DataTable), rows, self.filter_text)
+
+    def selected_version(self) -> MemoryVersion | None:
+        """The memory version of the row under the cursor (None: no rows)."""
+        table = self.query_one(DataTable)
+        if table.row_count == 0 or self.state is None:
+            return None
+        key = list(table.rows)[table.cursor_row].value
+        return next((r for r in self.state.versions if f"v{r.version}:{r.timestamp}" == key), None)
