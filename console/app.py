@@ -42,7 +42,6 @@ from console.actions import (
 from console.episode import events as ev
 from console.episode.incumbent import abba_plan
 from console.episode.job_outcome import failure_line, newly_failed
-from console.episode.kernel_diff import default_pair, diff_sides
 from console.episode.preflight import PREFLIGHT_PATH, Preflight, check_preflight
 from console.episode.state import EpisodeState
 from console.episode.text import visible
@@ -57,7 +56,7 @@ from widgets.gpu_pane import GpuPane
 from widgets.header import EpisodeHeader, running_jobs
 from widgets.jobs_pane import JobsPane
 from widgets.key_bar import KeyBar
-from widgets.pane import Pane
+from widgets.pane import Pane, PaneRow
 from widgets.phase_timeline import PhaseTimelinePane
 from widgets.profile_funnel import ProfileFunnel
 from widgets.replay_bar import ReplayBar
@@ -110,8 +109,6 @@ class EpiscopeApp(App):
         Binding("slash", "filter", "filter", tooltip="filter the focused table (Esc clears)", id="app.filter"),
         Binding("t", "open_timeline", "timeline", tooltip="open the newest intra-kernel timeline receipt",
                 id="app.timeline"),
-        Binding("D", "diff", "diff", tooltip="what changed in kernel.py: the working tree, or the version selected "
-                "in pane 6, against the incumbent, with the latency change", id="app.diff"),
         *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, tooltip="move to that pane (Tab steps)",
                   id=f"app.pane{n}") for n in range(1, 9)],
         *[Binding(a.key, f"launch('{a.name}')", a.label, tooltip=f"{a.title}: {a.description}", id=f"job.{a.name}")
@@ -155,7 +152,7 @@ class EpiscopeApp(App):
             # Before the first scan lands, say at least which workspace this is.
             workspace = session.workspace
             state = EpisodeState(campaign_root=str(workspace.campaign_root), campaign=workspace.name,
-                                 worktree=str(workspace.worktree) if workspace.worktree else None)
+                                 worktree=str(workspace.worktree) if workspace.worktree else None, scanning=True)
         self.episode_state: EpisodeState = state or EpisodeState()
         self._pending: EpisodeState | None = self.episode_state
         self._shown: EpisodeState | None = None
@@ -180,14 +177,17 @@ class EpiscopeApp(App):
         label = "REPLAY" if self.mode == "replay" else "READ-ONLY" if self.readonly else "LIVE"
         yield EpisodeHeader(mode_label=label, id="header")
         with Container(id="panes"):
-            yield PhaseTimelinePane(number=1, id="phases")
-            yield AbbaStats(number=3, id="abba")
-            yield ProfileFunnel(number=2, id="funnel")
-            yield JobsPane(number=4, id="jobs")
-            yield GpuPane(sampled=self.samples_gpu(), number=5, id="gpu")
-            yield VersionsPane(number=6, id="versions")
-            yield AlertsPane(number=7, id="alerts")
-            yield UnreadableList(number=8, id="unreadable")
+            with PaneRow(id="row-top"):
+                yield PhaseTimelinePane(number=1, id="phases")
+                yield AbbaStats(number=3, id="abba")
+            with PaneRow(id="row-mid"):
+                yield ProfileFunnel(number=2, id="funnel")
+                yield JobsPane(number=4, id="jobs")
+            with PaneRow(id="row-low"):
+                yield GpuPane(sampled=self.samples_gpu(), number=5, id="gpu")
+                yield VersionsPane(number=6, id="versions")
+                yield AlertsPane(number=7, id="alerts")
+                yield UnreadableList(number=8, id="unreadable")
         if self.replay is not None:
             yield ReplayBar(id="replay-bar")
         yield Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
@@ -324,10 +324,7 @@ class EpiscopeApp(App):
         now = self._now()
         self.query_one(EpisodeHeader).show_state(state, extra=self._header_note(), launched=self._launched_running())
         for pane in self.panes():
-            if isinstance(pane, PhaseTimelinePane):
-                pane.show_state(state, now)
-            else:
-                pane.show_state(state)
+            pane.show_state(state, now)
         self.refresh_availability()
         self._toast_failures(state)
 
@@ -358,8 +355,9 @@ class EpiscopeApp(App):
 
     def _tick(self) -> None:
         # The interval can fire while the screen is being built or torn down: tick what exists.
-        for pane in self.query(PhaseTimelinePane):
-            pane.tick(self._now())
+        now = self._now()
+        for pane in self.query(Pane):
+            pane.tick(now)
 
     def _header_note(self) -> str:
         if self.mode == "replay":
@@ -433,8 +431,6 @@ class EpiscopeApp(App):
             return True if self.why_blocked("cancel_job") is None else None
         if action == "open_timeline":
             return True if self.receipts() else None
-        if action == "diff":
-            return True if self.why_no_diff() is None else None
         return True
 
     def why_binding_blocked(self, binding: Binding) -> str | None:
@@ -450,8 +446,6 @@ class EpiscopeApp(App):
             return self.why_blocked("cancel_job")
         if name == "open_timeline" and not self.receipts():
             return "no timeline receipt in this episode yet"
-        if name == "diff":
-            return self.why_no_diff()
         return None
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
@@ -461,20 +455,19 @@ class EpiscopeApp(App):
             if not destination and self.check_action(name, parameters) is None:
                 why = self.why_action_blocked(name, parameters)
                 if why is not None:
-                    launched = ACTIONS_BY_NAME.get(str(parameters[0])) if name == "launch" and parameters else None
-                    title = launched.title if launched is not None else name.replace("_", " ")
-                    self.notify(visible(f"{title}: not now ({why})"), severity="warning", markup=False)
+                    self.notify(visible(f"{name.replace('_', ' ')}: not now ({why})"), severity="warning",
+                                markup=False)
                     return True
         return await super().run_action(action, default_namespace, namespaces)
 
     def binding_ids(self) -> Iterator[str]:
         """Every binding id a keymap may name (the screens are imported only when asked)."""
         from console.screens.confirm import ConfirmScreen
-        from console.screens.diff import DiffScreen
+        from console.screens.detail import DetailScreen
         from console.screens.help import HelpScreen
         from console.screens.timeline import TimelineScreen
 
-        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, ReplayBar):
+        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DetailScreen, ReplayBar, Pane):
             for binding in owner.BINDINGS:
                 if isinstance(binding, Binding) and binding.id:
                     yield binding.id
@@ -594,36 +587,6 @@ class EpiscopeApp(App):
                          focused=f"in {pane.title}" if pane is not None else "focused widget")
         self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, rows=rows))
 
-    def why_no_diff(self) -> str | None:
-        """Why there is no kernel.py diff to show (None: there is)."""
-        git = self.episode_state.git
-        if git is None:
-            return "no git repository read yet"
-        if git.error:
-            return f"git: {git.error}"
-        if git.head is None:
-            return "no commit yet"
-        return None
-
-    def action_diff(self) -> None:
-        """The kernel.py diff: the version selected in the versions pane (when it has focus)
-        or the working tree, against the incumbent."""
-        from console.screens.diff import DiffScreen
-
-        why = self.why_no_diff()
-        if why is not None:
-            self.notify(f"diff: not now ({why})", severity="warning", markup=False)
-            return
-        state = self.episode_state
-        sides = diff_sides(state)
-        chosen = None
-        if isinstance(self._focused_pane(), VersionsPane):
-            version = self.query_one(VersionsPane).selected_version()
-            commit = version.git_commit_hash if version is not None else None
-            chosen = next((side for side in sides if commit and side.commit == commit), None)
-        old, new = default_pair(state, sides, chosen)
-        self.push_screen(DiffScreen(state, sides, old, new))
-
     def receipts(self) -> list[str]:
         """Paths of the timeline receipts the episode holds now."""
         return [receipt.path for receipt in self.episode_state.timeline_receipts if receipt.path]
@@ -712,6 +675,12 @@ class EpiscopeApp(App):
                              self.action_cancel_job))
         for path in self.receipts():
             commands.append((f"Open timeline {Path(path).parent.name}", path, partial(self.open_timeline, path)))
+        if not self.receipts():  # t is listed either way, and says why it has nothing to open
+            commands.append(("Open timeline (t)", "no timeline receipt in this episode yet", self.action_open_timeline))
+        focused = self._focused_pane()
+        if focused is not None:
+            commands.append((f"Show in full (Enter): {focused.title}", "the selected row or the pane, uncut",
+                             focused.action_detail))
         for pane in self.panes():
             commands.append((f"Go to pane {pane.number}: {pane.title}", "", partial(self.action_focus_pane, pane.number)))
         if self.replay is not None:

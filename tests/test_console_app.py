@@ -91,7 +91,7 @@ async def test_every_pane_shows_the_episode(episode, tmp_path):
         assert any(r[0].endswith("telemetry.jsonl") and r[1].isdigit() for r in unreadable)
         alerts = rows(app, "#alerts-table")
         assert any("partial: mismatched_end" in r[1] for r in alerts)
-        assert "N/A" in texts(app.query_one(GpuPane).query_one("#gpu-body", Static))
+        assert "N/A" in texts(app.query_one(GpuPane).query_one(".pane-note", Static))  # folded: no GPU here
 
 
 async def test_selecting_a_job_follows_its_log(episode, tmp_path):

@@ -54,11 +54,16 @@ class AbbaStats(Pane, can_focus=True):
     """
 
     def compose(self):
-        yield Static(id="abba-body")
+        yield Static(id="abba-body", classes="pane-body")
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        if state.abba_comparisons or state.measure_comparisons:
+            return None
+        return "no ABBA verification or timeline measure yet (a, m)"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
+        super().show_state(state, now)
         if previous is not None and previous.abba_comparisons == state.abba_comparisons \
                 and previous.measure_comparisons == state.measure_comparisons:
             return
@@ -117,3 +122,8 @@ class AbbaStats(Pane, can_focus=True):
             text.append(f" tool: {fmt(reported.overhead_percent, '+.2f', '%')}{interval} ")
             text.append_text(plain(reported.verdict, "bold"))
             text.append("\n")
+
+    def full_text(self) -> tuple[str, str] | None:
+        if self.state is None or self.empty:
+            return None
+        return self.title, self.render_body(self.state).plain

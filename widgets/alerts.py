@@ -1,10 +1,10 @@
-"""Alerts from the guards: the loop's hard boundaries, checked on every state."""
+"""Alerts from the guards: the loop's hard boundaries, checked on every state (Enter shows one uncut)."""
 
 from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from console.episode.state import EpisodeState
+from console.episode.state import Alert, EpisodeState
 
 from .common import plain, sync_table
 from .pane import Pane
@@ -15,26 +15,45 @@ SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 class AlertsPane(Pane):
     title = "Alerts"
 
+    def __init__(self, *, number: int | None = None, id: str | None = None) -> None:
+        super().__init__(number=number, id=id)
+        self._alerts: dict[str, Alert] = {}  # row key -> alert
+
     def compose(self):
-        table = DataTable(id="alerts-table", cursor_type="row")
+        table = DataTable(id="alerts-table", cursor_type="row", classes="pane-body")
         table.add_columns("sev", "message", "code")
         yield table
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        return None if state.alerts else "no alerts"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
+        super().show_state(state, now)
         subtitle = str(len(state.alerts)) if state.alerts else ""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
         if previous is not None and previous.alerts == state.alerts:
             return
         rows = []
+        self._alerts = {}
         for index, alert in enumerate(state.alerts):
+            key = f"{alert.code}:{alert.path}:{alert.message}:{index}"
+            self._alerts[key] = alert
             rows.append(
                 (
-                    f"{alert.code}:{alert.path}:{alert.message}:{index}",
+                    key,
                     (plain(alert.severity, SEVERITY_STYLES.get(alert.severity, "")),
                      alert.message + (f"  ({alert.path})" if alert.path else ""), alert.code),
                 )
             )
         sync_table(self.query_one(DataTable), rows, self.filter_text)
+
+    def full_text(self) -> tuple[str, str] | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        alert = self._alerts.get(list(table.rows)[table.cursor_row].value)
+        if alert is None:
+            return None
+        return f"{alert.severity} {alert.code}", f"{alert.message}\n\n{alert.severity} {alert.code}\n{alert.path or ''}"

@@ -47,12 +47,33 @@ class GpuPane(Pane, can_focus=True):
         self.sampled = sampled  # whether readings are expected (live with sampling on)
 
     def compose(self):
-        waiting = "sampling…" if self.sampled else "N/A — not sampled (replay, or sampling off)"
-        yield Static(Text(waiting, style="dim"), id="gpu-body")
+        yield Static(id="gpu-body", classes="pane-body")
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        """No readings folds the pane with the reason (no GPU, not sampled, first sample due)."""
+        if state.gpu is not None and state.gpu.gpus:
+            return None
+        if state.gpu is not None:
+            return f"N/A — {state.gpu.unavailable or 'no GPU'}"
+        return "sampling…" if self.sampled else "N/A — not sampled (replay, or sampling off)"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
-        if state.gpu is None or (previous is not None and previous.gpu == state.gpu):
+        super().show_state(state, now)
+        if previous is not None and previous.gpu == state.gpu:
             return
-        self.query_one("#gpu-body", Static).update(reading_table(state.gpu))
+        body = reading_table(state.gpu) if state.gpu is not None else plain(self.empty_note(state), "dim")
+        self.query_one("#gpu-body", Static).update(body)
+
+    def full_text(self) -> tuple[str, str] | None:
+        state = self.state
+        if state is None:
+            return None
+        if state.gpu is None or not state.gpu.gpus:
+            return "GPU", self.empty_note(state) or NA
+        lines = [f"{gpu.index} {gpu.name or NA}: util {fmt(gpu.utilization_pct, '.0f', '%')}, "
+                 f"memory {fmt(gpu.memory_used_mib, '.0f')}/{fmt(gpu.memory_total_mib, '.0f')} MiB, "
+                 f"SM/mem {fmt(gpu.sm_clock_mhz, '.0f')}/{fmt(gpu.memory_clock_mhz, '.0f')} MHz, "
+                 f"power {fmt(gpu.power_w, '.0f')}/{fmt(gpu.power_limit_w, '.0f')} W, "
+                 f"temp {fmt(gpu.temperature_c, '.0f', '°C')}" for gpu in state.gpu.gpus]
+        return "GPU", "\n".join(lines)

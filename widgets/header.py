@@ -47,6 +47,8 @@ class EpisodeHeader(Widget):
         return self._grid
 
     def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
+        if state.scanning:  # the first paint, before any file is read: not an empty episode
+            extra = "scanning the workspace…"
         active = state.active_episode
         facts = episode_facts(state)
         episode = facts["number"] or (state.live_memory.episode if state.live_memory else None)

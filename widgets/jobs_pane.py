@@ -2,7 +2,8 @@
 
 The log lines are the state's (``EpisodeState.job_logs``: the last lines of the job's
 ``stdout.log`` and ``stderr.log``, folded from events like everything else); the pane reads
-no file.
+no file. A running job's time is its elapsed time (``console.episode.kernels.job_elapsed``),
+redrawn as the app's clock ticks; Enter shows the selected job's log uncut.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from textual.widgets import DataTable, Log
 
+from console.episode.kernels import job_elapsed
 from console.episode.state import EpisodeState, JobLogTail
 from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
@@ -46,7 +48,7 @@ class JobsPane(Pane):
     title = "Jobs"
 
     DEFAULT_CSS = """
-    JobsPane DataTable { height: 1fr; }
+    JobsPane DataTable { height: 1fr; min-height: 3; }
     JobsPane Log { height: 1fr; border-top: dashed $panel-lighten-2; }
     """
 
@@ -56,39 +58,51 @@ class JobsPane(Pane):
         self._log_shown: tuple[JobRecord | None, JobLogTail | None] = (None, None)
 
     def compose(self):
-        table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
+        table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_columns("job", "state", "category", "slot", "time", "exit")
         yield table
-        yield Log(id="job-log", max_lines=2000, auto_scroll=True)
+        yield Log(id="job-log", max_lines=2000, auto_scroll=True, classes="pane-body")
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        return None if state.jobs else "no sandbox jobs yet"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
+        super().show_state(state, now)
         running = sum(1 for j in state.jobs if j.state in ("queued", "running"))
         subtitle = f"{running}/{MAX_SANDBOX_JOBS} slots"
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if previous is None or previous.jobs != state.jobs:
-            rows = []
-            self._jobs = {}
-            for job in state.jobs:
-                self._jobs[job.job_id] = job
-                duration = job.duration_seconds
-                rows.append(
+        if previous is None or previous.jobs != state.jobs or any(job.state == "running" for job in state.jobs):
+            self._sync_rows(state)
+        self._show_log()
+
+    def tick(self, now: float | None) -> None:
+        super().tick(now)
+        # The clock can tick while the pane is torn down (no table then: nothing to redraw).
+        if self.state is not None and self.query(DataTable) and any(job.state == "running" for job in self.state.jobs):
+            self._sync_rows(self.state)  # only the running jobs' time cells change
+
+    def _sync_rows(self, state: EpisodeState) -> None:
+        rows = []
+        self._jobs = {}
+        for job in state.jobs:
+            self._jobs[job.job_id] = job
+            elapsed = job_elapsed(job, self.now)
+            rows.append(
+                (
+                    job.job_id,
                     (
                         job.job_id,
-                        (
-                            job.job_id,
-                            plain(job.state, STATE_STYLES.get(job.state, "")),
-                            fmt(job.category or job.kind),
-                            fmt(job.slot),
-                            seconds(duration) if duration is not None else NA,
-                            fmt(job.result_code),
-                        ),
-                    )
+                        plain(job.state, STATE_STYLES.get(job.state, "")),
+                        fmt(job.category or job.kind),
+                        fmt(job.slot),
+                        seconds(elapsed) if elapsed is not None else NA,
+                        fmt(job.result_code),
+                    ),
                 )
-            sync_table(self.query_one(DataTable), rows, self.filter_text)
-        self._show_log()
+            )
+        sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def selected_job(self) -> JobRecord | None:
         table = self.query_one(DataTable)
@@ -110,3 +124,13 @@ class JobsPane(Pane):
         log.clear()
         if job is not None:
             log.write_lines(log_lines(job, tail))
+
+    def full_text(self) -> tuple[str, str] | None:
+        job = self.selected_job()
+        if job is None:
+            return None
+        tail = self.state.job_logs.get(job.job_id) if self.state is not None else None
+        elapsed = job_elapsed(job, self.now)
+        facts = (f"state {job.state}  category {job.category or job.kind or NA}  slot {fmt(job.slot)}  "
+                 f"time {seconds(elapsed) if elapsed is not None else NA}  exit {fmt(job.result_code)}")
+        return f"job {job.job_id}", "\n".join([facts, "", *log_lines(job, tail)])

@@ -3,6 +3,13 @@
 A pane remembers the last state it drew and its table filter, so the app can hand it a new
 state (or a new filter) and the pane redraws only what changed.
 
+A pane with nothing to show folds: it draws one dim line saying what it waits for (or
+"scanning…" before the first scan lands) and its row gives the height to the panes that
+have data (``PaneRow``; app.tcss sizes folded panes and rows).
+
+Enter opens the full text of the selected row, or of the pane, in a detail view: tables and
+the dashboard cut long text to fit, and this is where it can be read whole.
+
 The pane that holds the focus gets an accent border. That is an inline style set when a
 descendant gains or loses focus, not a ``:focus-within`` rule: Textual answers such a rule
 by re-applying the whole stylesheet to every widget inside both panes on each focus
@@ -11,12 +18,24 @@ change, which was the larger part of what a Tab or number key cost.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import events
+from textual.binding import Binding
 from textual.color import Color
-from textual.containers import Vertical
-from textual.widgets import DataTable
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
 
 from console.episode.state import EpisodeState
+
+SCANNING = "scanning…"
+
+
+class PaneRow(Horizontal):
+    """A row of panes; it folds to one line of notes when every pane in it is empty."""
+
+    def fold(self) -> None:
+        panes = [child for child in self.children if isinstance(child, Pane)]
+        self.set_class(bool(panes) and all(pane.empty for pane in panes), "-folded")
 
 
 class Pane(Vertical):
@@ -26,7 +45,17 @@ class Pane(Vertical):
         border-title-color: $text-muted;
         height: 1fr;
     }
+    Pane > .pane-note { display: none; height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
+    Pane.-empty > .pane-note { display: block; }
+    Pane.-empty > .pane-body { display: none; }
     """
+
+    BINDINGS = [
+        # Not in the key bar: a focused table answers Enter itself (the pane then shows the
+        # row), so showing it would make the bar change with focus. Help and the palette list it.
+        Binding("enter", "detail", "detail", show=False, tooltip="the full text of the selected row or pane, uncut",
+                id="pane.detail"),
+    ]
 
     title = "pane"
 
@@ -34,11 +63,15 @@ class Pane(Vertical):
         super().__init__(id=id)
         self.number = number
         self.state: EpisodeState | None = None
+        self.now: float | None = None
         self.filter_text = ""
+        self.empty = False
+        self._note = Static(classes="pane-note")
         self._highlighted = False
 
     def on_mount(self) -> None:
         self._set_title()
+        self.mount(self._note, before=0)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._highlight(True)
@@ -71,9 +104,31 @@ class Pane(Vertical):
         suffix = f"  /{self.filter_text}" if self.filter_text else ""
         self.border_title = f"{prefix}{self.title}{suffix}"
 
-    def show_state(self, state: EpisodeState) -> None:
-        """Draw ``state``; subclasses redraw only the parts whose inputs changed."""
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
+        """Draw ``state`` as of ``now`` (unix seconds, the app's clock); subclasses redraw
+        only the parts whose inputs changed, and fold the pane when it has nothing."""
         self.state = state
+        self.now = now
+        note = SCANNING if state.scanning else self.empty_note(state)
+        self._fold(note)
+
+    def tick(self, now: float | None) -> None:
+        """The clock moved without a new state (panes that show running times redraw them)."""
+        self.now = now
+
+    def empty_note(self, state: EpisodeState) -> str | None:
+        """What the pane waits for when ``state`` gives it nothing to show, else None."""
+        return None
+
+    def _fold(self, note: str | None) -> None:
+        empty = note is not None
+        if empty:
+            self._note.update(Text(note))
+        if empty != self.empty:
+            self.empty = empty
+            self.set_class(empty, "-empty")
+            if isinstance(self.parent, PaneRow):
+                self.parent.fold()
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -81,7 +136,7 @@ class Pane(Vertical):
         if self.state is not None:
             # Forget the drawn state so the pane redraws in full under the new filter.
             state, self.state = self.state, None
-            self.show_state(state)
+            self.show_state(state, self.now)
 
     def focus_pane(self) -> None:
         target = self.query(DataTable).first() if self.query(DataTable) else None
@@ -89,3 +144,23 @@ class Pane(Vertical):
             target.focus()
         elif self.can_focus:
             self.focus()
+
+    # -- the detail view --------------------------------------------------------------------
+
+    def full_text(self) -> tuple[str, str] | None:
+        """(title, full text) of the selected row or of the pane, or None when there is none."""
+        return None
+
+    def action_detail(self) -> None:
+        shown = self.full_text()
+        if shown is None:
+            self.app.notify("nothing selected to show in full", severity="warning")
+            return
+        from console.screens.detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(*shown))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        # Enter on a table row: the table's own binding selects the row, the pane shows it whole.
+        event.stop()
+        self.action_detail()

@@ -22,15 +22,18 @@ from console.episode.text import visible
 from .common import NA, seconds
 from .pane import Pane
 
+# One hue per phase, apart from each other and from the grey of a phase not listed here (the
+# terminal's named colours gave two phases the same colour under some themes).
 PHASE_STYLES = {
-    "profile": "magenta",
-    "research": "blue",
-    "planning": "cyan",
-    "implementation": "green",
-    "correctness": "yellow",
-    "benchmark": "red",
-    "recording": "white",
+    "profile": "#c678dd",
+    "research": "#61afef",
+    "planning": "#56b6c2",
+    "implementation": "#98c379",
+    "correctness": "#e5c07b",
+    "benchmark": "#e06c75",
+    "recording": "#d19a66",
 }
+OTHER_PHASE_STYLE = "#7f848e"
 LABEL_WIDTH = 18
 ID_ABBREVIATIONS = (("episode-", "ep"), ("invocation-", "#"), ("attempt", "att"))
 
@@ -76,15 +79,15 @@ def _append_runs(text: Text, cells: list[tuple[str, str]]) -> None:
         text.append("".join(run_glyphs), style=run_style)
 
 
-def _legend() -> Text:
-    legend = Text()
+def legend(width: int) -> Text:
+    """One line naming each phase in its colour, then the glyphs, as far as ``width`` allows."""
+    line = Text(no_wrap=True, overflow="crop", end="")
     for phase, style in PHASE_STYLES.items():
-        legend.append(f"■ {phase} ", style=style)
-    legend.append("  ▒ partial  · read  ▲ job\n", style="dim")
-    return legend
-
-
-LEGEND = _legend()
+        line.append(f"■ {phase} ", style=style)
+    line.append(" ▒ partial · read ▲ job", style="dim")
+    line.truncate(max(1, width), overflow="ellipsis")
+    line.append("\n")
+    return line
 
 
 def _span_times(span: PhaseSpan) -> tuple[float | None, float | None]:
@@ -96,12 +99,11 @@ class PhaseTimeline(Widget, can_focus=True):
     DEFAULT_CSS = """
     PhaseTimeline {
         height: 1fr;
-        min-height: 6;
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.now: float | None = None
         self.state: EpisodeState | None = None
         self._lanes: dict[tuple[str, str], Lane] = {}
@@ -163,15 +165,21 @@ class PhaseTimeline(Widget, can_focus=True):
             return Text("waiting for telemetry…", style="dim")
         width = max(20, self.size.width - LABEL_WIDTH - 20)
         text = Text(no_wrap=True, overflow="crop")
-        text.append_text(LEGEND)
         open_by_lane = {(s.iteration_id, s.attempt_id): s for s in state.open_spans}
         ops_by_lane: dict[tuple[str, str], list] = {}
         for op in state.sandbox_operations:
             if op.started_at is not None:
                 ops_by_lane.setdefault((op.iteration_id, op.attempt_id), []).append(op)
         keys = self.lane_keys()
-        room = max(1, (self.size.height - 3) // 2)
+        # Not laid out yet (the pane was folded until now): draw everything, the next frame crops.
+        height = self.size.height or 2 * len(keys) + 2
+        # The legend goes first when the lanes leave it a line (the totals name each phase in its colour too).
+        if height >= 2 * len(keys) + 2:
+            text.append_text(legend(self.size.width or 200))
+        # Two lines a lane and one for the totals; when they do not all fit, one more says how many are left out.
+        room = max(1, (height - 1) // 2)
         if len(keys) > room:
+            room = max(1, (height - 2) // 2)
             text.append(f"… {len(keys) - room} earlier lane(s)\n", style="dim")
             keys = keys[-room:]
         if not keys:
@@ -206,13 +214,13 @@ class PhaseTimeline(Widget, can_focus=True):
             return min(width - 1, max(0, int((moment - first) / extent * (width - 1))))
 
         for start, end, phase, partial in spans:
-            style = PHASE_STYLES.get(phase, "white")
+            style = PHASE_STYLES.get(phase, OTHER_PHASE_STYLE)
             a, b = column(start), column(end)
             glyph = "▒" if partial else "█"
             for i in range(a, max(a, b) + 1):
                 bar[i] = (glyph, style)
         if running is not None and running.start_at is not None:
-            bar[column(spans[-1][1])] = ("▶", "bold " + PHASE_STYLES.get(running.phase, "white"))
+            bar[column(spans[-1][1])] = ("▶", "bold " + PHASE_STYLES.get(running.phase, OTHER_PHASE_STYLE))
         ticks = [(" ", "")] * width
         for moment in lane.reads:
             ticks[column(moment)] = ("·", "bright_white")
@@ -230,7 +238,7 @@ class PhaseTimeline(Widget, can_focus=True):
     def _totals_line(self, state: EpisodeState) -> Text:
         parts = Text("totals ", style="dim")
         for phase, total in state.phase_totals.items():
-            style = PHASE_STYLES.get(phase, "white")
+            style = PHASE_STYLES.get(phase, OTHER_PHASE_STYLE)
             mark = "" if total.measurement == "explicit" else "~"
             parts.append(visible(f"{phase} {mark}{seconds(total.wall_seconds)} ×{total.intervals}  "), style=style)
         parts.append(f"orchestration {seconds(state.orchestration_seconds)}", style="dim")
@@ -241,15 +249,37 @@ class PhaseTimelinePane(Pane):
     title = "Phases"
 
     def compose(self):
-        yield PhaseTimeline()
+        yield PhaseTimeline(classes="pane-body")
+
+    def empty_note(self, state: EpisodeState) -> str | None:
+        if state.phase_spans or state.open_spans or state.source_reads or state.sandbox_operations:
+            return None
+        return "no phase markers yet (telemetry.jsonl)"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        super().show_state(state)
+        super().show_state(state, now)
         self.query_one(PhaseTimeline).show_state(state, now)
 
     def tick(self, now: float | None) -> None:
+        super().tick(now)
         for timeline in self.query(PhaseTimeline):  # absent while the pane mounts or unmounts
             timeline.tick(now)
 
     def focus_pane(self) -> None:
         self.query_one(PhaseTimeline).focus()
+
+    def full_text(self) -> tuple[str, str] | None:
+        state = self.state
+        if state is None or self.empty:
+            return None
+        lines = []
+        if state.active_phase is not None:
+            active = state.active_phase
+            lines += [f"running: {active.phase} ({active.iteration_id}/{active.attempt_id})", ""]
+        for phase, total in state.phase_totals.items():
+            lines.append(f"{phase}: {seconds(total.wall_seconds)} in {total.intervals} interval(s), {total.measurement}")
+        lines.append(f"orchestration: {seconds(state.orchestration_seconds)}")
+        if state.partial_reasons:
+            lines.append("partial spans: " + ", ".join(f"{reason} {n}" for reason, n in state.partial_reasons.items()))
+        lines.append(f"source reads: {len(state.source_reads)}  sandbox operations: {len(state.sandbox_operations)}")
+        return "Phases", "\n".join(lines)

@@ -2,8 +2,10 @@
 evidence, each profile labelled with the kernel.py hash it was taken on.
 
 Rows are the kernels of every profile directory (``console.profiling.result.ProfileResult``),
-survey first; the detail under the table explains the profile of the selected row. The
-kernel under the cursor is the one a deep profile (``d``) targets.
+survey first, each with the workload shape it was profiled on; the detail under the table
+explains the profile of the selected row (Enter shows it uncut). The kernel under the cursor
+is the one a deep profile (``d``) targets; until the operator moves it, the cursor follows
+the episode's dominant kernel (``EpisodeState.dominant_kernel``), never an input generator.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from console.episode.state import EpisodeState
+from console.episode.kernels import profile_shape
 from console.episode.text import visible
 
 from .common import NA, fmt, plain, short_sha, sync_table
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 
 LEVEL_ORDER = {"survey": 0, "sol": 1, "deep": 2}
 SEVERITY_STYLES = {"high": "bold red", "medium": "yellow", "low": "dim"}
+KERNEL_WIDTH = 28  # longer kernel names are cut in the table; Enter shows the row whole
 
 
 def kernel_duration_us(kernel: ProfileKernel) -> float | None:
@@ -41,7 +45,7 @@ class ProfileFunnel(Pane):
     title = "Profile funnel"
 
     DEFAULT_CSS = """
-    ProfileFunnel DataTable { height: 1fr; }
+    ProfileFunnel DataTable { height: 1fr; min-height: 3; }
     ProfileFunnel #funnel-detail { height: auto; max-height: 8; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
@@ -50,16 +54,21 @@ class ProfileFunnel(Pane):
         self._rows: dict[str, tuple[ProfileResult, ProfileKernel]] = {}  # row key -> (profile, kernel)
         self._shown_filter: str | None = None
         self._detail_for: tuple = (None, None, False)  # (profile, current kernel.py hash, drawn)
+        self._followed: str | None = None  # the row key the cursor was put on for the dominant kernel
 
     def compose(self):
-        table = DataTable(id="funnel-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("kernel", "µs", "SM%", "mem%", "occ%", "bound", "level")
+        table = DataTable(id="funnel-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
+        table.add_column("kernel", width=KERNEL_WIDTH)
+        table.add_columns("µs", "SM%", "mem%", "occ%", "bound", "shape", "level")
         yield table
-        yield Static(id="funnel-detail")
+        yield Static(id="funnel-detail", classes="pane-body")
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        return None if state.profiles else "no profiles yet (s survey, o sol, d deep)"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
+        super().show_state(state, now)
         if previous is not None and previous.profiles == state.profiles and previous.git == state.git \
                 and self._shown_filter == self.filter_text:
             return
@@ -81,12 +90,28 @@ class ProfileFunnel(Pane):
                             fmt(kernel.mem_sol_pct, ".1f"),
                             fmt(kernel.occupancy_pct, ".1f"),
                             fmt(kernel.bound),
+                            fmt(profile_shape(profile.dir)),
                             level,
                         ),
                     )
                 )
-        sync_table(self.query_one(DataTable), rows, self.filter_text)
+        table = self.query_one(DataTable)
+        sync_table(table, rows, self.filter_text)
+        self._follow_dominant(table, state.dominant_kernel)
         self._show_detail()
+
+    def _follow_dominant(self, table: DataTable, dominant: str | None) -> None:
+        """Put the cursor on the dominant kernel's first row, unless the operator moved it."""
+        keys = [row_key.value for row_key in table.rows]
+        current = keys[table.cursor_row] if keys and 0 <= table.cursor_row < len(keys) else None
+        if self._followed is not None and current != self._followed:
+            return  # the operator chose another row
+        target = next((key for key in keys if self._rows[key][1].name == dominant), None)
+        if target is None:
+            return
+        if target != current:
+            table.move_cursor(row=keys.index(target), animate=False)
+        self._followed = target
 
     def _selected(self) -> tuple[ProfileResult, ProfileKernel] | tuple[None, None]:
         table = self.query_one(DataTable)
@@ -140,3 +165,15 @@ class ProfileFunnel(Pane):
             text.append(visible("LOCALIZE " + ", ".join(profile.localize)) + "\n", style="cyan")
         text.rstrip()
         return text
+
+    def full_text(self) -> tuple[str, str] | None:
+        profile, kernel = self._selected()
+        if profile is None or kernel is None:
+            return None
+        current = self.state.git.kernel_sha256 if self.state is not None and self.state.git is not None else None
+        root = (self.state.worktree or self.state.campaign_root) if self.state is not None else None
+        table = self.query_one(DataTable)
+        labels = [str(column.label) for column in table.columns.values()]
+        cells = [getattr(cell, "plain", str(cell)) for cell in table.get_row_at(table.cursor_row)]
+        row = "\n".join(f"{label}: {cell}" for label, cell in zip(labels, cells, strict=True))
+        return f"{kernel.name} ({profile.level or NA})", f"{kernel.name}\n{row}\n\n{self.detail(profile, current, root).plain}"

@@ -1,10 +1,12 @@
-"""Records the readers could not use, with file and byte offset; never hidden, never fatal."""
+"""Records the readers could not use, with file and byte offset; never hidden, never fatal.
+Enter shows one uncut: the full path and the whole error."""
 
 from __future__ import annotations
 
 from textual.widgets import DataTable
 
 from console.episode.state import EpisodeState
+from console.formats.problems import Unreadable
 
 from .common import fmt, sync_table
 from .pane import Pane
@@ -13,14 +15,21 @@ from .pane import Pane
 class UnreadableList(Pane):
     title = "Unreadable"
 
+    def __init__(self, *, number: int | None = None, id: str | None = None) -> None:
+        super().__init__(number=number, id=id)
+        self._items: dict[str, Unreadable] = {}  # row key -> record
+
     def compose(self):
-        table = DataTable(id="unreadable-table", cursor_type="row")
+        table = DataTable(id="unreadable-table", cursor_type="row", classes="pane-body")
         table.add_columns("file", "offset", "error")
         yield table
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        return None if state.unreadable else "every record read"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
+        super().show_state(state, now)
         subtitle = str(len(state.unreadable)) if state.unreadable else ""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
@@ -28,8 +37,19 @@ class UnreadableList(Pane):
             return
         root = (state.worktree or state.campaign_root or "").rstrip("/") + "/"
         rows = []
+        self._items = {}
         for item in state.unreadable:
             path = item.path
             shown = path[len(root):] if root != "/" and path.startswith(root) else path
+            self._items[f"{path}@{item.offset}"] = item
             rows.append((f"{path}@{item.offset}", (shown, fmt(item.offset), item.error)))
         sync_table(self.query_one(DataTable), rows, self.filter_text)
+
+    def full_text(self) -> tuple[str, str] | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        item = self._items.get(list(table.rows)[table.cursor_row].value)
+        if item is None:
+            return None
+        return "unreadable record", f"{item.path}\nbyte offset {fmt(item.offset)}\n\n{item.error}"

@@ -20,13 +20,16 @@ class VersionsPane(Pane):
     title = "Versions"
 
     def compose(self):
-        table = DataTable(id="versions-table", cursor_type="row", zebra_stripes=True)
+        table = DataTable(id="versions-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_columns("ver", "latency µs", "score", "gate", "subject", "commit")
         yield table
 
-    def show_state(self, state: EpisodeState) -> None:
+    def empty_note(self, state: EpisodeState) -> str | None:
+        return None if state.versions else "no memory versions yet"
+
+    def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state
-        super().show_state(state)
+        super().show_state(state, now)
         if previous is not None and previous.versions == state.versions and previous.incumbent_curve == state.incumbent_curve:
             return
         incumbent = {point[0] for point in state.incumbent_curve[-1:]} if state.incumbent_curve else set()
@@ -58,3 +61,15 @@ class VersionsPane(Pane):
             return None
         key = list(table.rows)[table.cursor_row].value
         return next((r for r in self.state.versions if f"v{r.version}:{r.timestamp}" == key), None)
+
+    def full_text(self) -> tuple[str, str] | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        labels = [str(column.label) for column in table.columns.values()]
+        cells = [getattr(cell, "plain", str(cell)) for cell in table.get_row_at(table.cursor_row)]
+        version = self.selected_version()
+        lines = [f"{label}: {cell}" for label, cell in zip(labels, cells, strict=True)]
+        if version is not None:
+            lines.append(f"full commit: {version.git_commit_hash or NA}")
+        return f"version {cells[0]}", "\n".join(lines)

@@ -26,6 +26,7 @@ from . import events as ev
 from .comparisons import Comparisons
 from .guards import evaluate_guards
 from .job_logs import JobLogs
+from .kernels import dominant_kernel
 from .registry import DOCUMENT_KINDS
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
 from .views import Prefix, combine
@@ -393,6 +394,7 @@ class Reducer:
                 by_sha.setdefault(sha, []).append(record)
         versions = self._all(ev.MEMORY_VERSION, sort_key=_version_key)
         jobs = self._all(ev.JOB, sort_key=lambda job: job.created_at or "")[::-1]
+        profiles = self._all(ev.PROFILE)
         state = EpisodeState(
             campaign_root=self._meta["campaign_root"],
             campaign=self._meta["campaign"],
@@ -420,7 +422,8 @@ class Reducer:
             evaluations_by_sha=MappingProxyType({k: tuple(v) for k, v in by_sha.items()}),
             versions=versions,
             incumbent_curve=_incumbent_curve(versions),
-            profiles=self._all(ev.PROFILE),
+            profiles=profiles,
+            dominant_kernel=dominant_kernel(profiles),
             abba=self._all(ev.ABBA),
             timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
             timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
-
-import msgspec
 
 from console.formats import (
     abba,
@@ -53,7 +52,8 @@ from .preflight import Preflight
 Layout = Literal["lines", "document", "directory", "derived"]
 
 
-class Artifact(msgspec.Struct, frozen=True):
+@dataclass(frozen=True, slots=True)
+class Artifact:
     kind: str  # the event kind its records arrive as (console.episode.events)
     patterns: tuple[str, ...]  # where it lives; empty for a derived kind
     layout: Layout

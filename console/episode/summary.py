@@ -6,12 +6,14 @@ changes when a key changes meaning. Unknown values are ``null``, never 0.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from .events import Event
 from .job_outcome import failure_line, job_outcome
+from .kernels import job_elapsed, profile_shape
 from .state import EpisodeState
 
 if TYPE_CHECKING:
@@ -163,6 +165,7 @@ def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
         {
             "dir": profile.dir,
             "level": profile.level,
+            "shape": profile_shape(profile.dir),
             "kernels": [k.name for k in profile.kernels],
             "bottleneck": profile.bottleneck,
             "symptoms": list(profile.symptoms),
@@ -264,8 +267,9 @@ def _supervisor(supervisor: SupervisorState | None) -> dict[str, Any] | None:
     }
 
 
-def _jobs(state: EpisodeState) -> list[dict[str, Any]]:
-    """Each sandbox job, newest first, with the last lines of its stdout and stderr."""
+def _jobs(state: EpisodeState, now: float) -> list[dict[str, Any]]:
+    """Each sandbox job, newest first, with the last lines of its stdout and stderr; a
+    running job's elapsed time is counted to ``now``."""
     out = []
     for job in state.jobs:
         tail = state.job_logs.get(job.job_id)
@@ -281,6 +285,7 @@ def _jobs(state: EpisodeState) -> list[dict[str, Any]]:
                 "started_at": job.started_at,
                 "finished_at": job.finished_at,
                 "duration_seconds": job.duration_seconds,
+                "elapsed_seconds": job_elapsed(job, now),
                 "exit_code": job.exit_code,
                 "result_code": job.result_code,
                 "error": failure_line(job, tail) if job_outcome(job.state) == "failed" else None,
@@ -309,9 +314,11 @@ def _unreadable(problem: Unreadable) -> dict[str, Any]:
     return {"path": problem.path, "offset": problem.offset, "error": problem.error}
 
 
-def status_document(state: EpisodeState, gpu: GpuReading | None = None, preflight: Preflight | None = None) -> dict[str, Any]:
+def status_document(state: EpisodeState, gpu: GpuReading | None = None, preflight: Preflight | None = None, now: float | None = None) -> dict[str, Any]:
     """The status document; ``gpu`` is a reading taken for it (the headless status samples
-    once), else the state's latest reading."""
+    once), else the state's latest reading; ``preflight`` likewise (the host's checks made
+    with that reading); ``now`` (unix seconds, default the clock) is what running jobs'
+    elapsed time is counted to."""
     active = state.active_phase
     reading = state.gpu if gpu is None else gpu
     checks = state.preflight if preflight is None else preflight
@@ -335,10 +342,11 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         if state.journal is None
         else {"state": state.journal.state, "experiments": len(state.journal.experiments or ())},
         "profiles": _profiles(state),
+        "dominant_kernel": state.dominant_kernel,
         "abba": _abba(state),
         "measures": _measures(state),
         "timeline": _timeline(state),
-        "jobs": _jobs(state),
+        "jobs": _jobs(state, time.time() if now is None else now),
         "gpu": _gpu(reading),
         "preflight": None if checks is None else msgspec.to_builtins(checks),
         "git": None if state.git is None else msgspec.to_builtins(state.git),

@@ -1,5 +1,5 @@
 """The screen the dashboard lives on: Textual's default screen minus one full repaint per
-focus change."""
+focus change, with size classes the stylesheet lays the panes out by."""
 
 from __future__ import annotations
 
@@ -17,3 +17,8 @@ class DashboardScreen(Screen):
     # key-to-screen 54-86 ms with this and the pane's inline border, 90-219 ms with Textual's
     # stock repaint and a ``Pane:focus-within`` rule.
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+
+    # Classes the stylesheet sizes the rows by (app.tcss): short terminals give the tables
+    # the height, narrow ones give the ABBA pane more width.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
