@@ -89,10 +89,7 @@ class Stop:
 
     def requested(self) -> bool:
         if not self.starter_gone:
-            try:
-                ready, _, _ = select.select([self.control_fd], [], [], 0)
-            except InterruptedError:
-                ready = []
+            ready, _, _ = select.select([self.control_fd], [], [], 0)
             if ready and os.read(self.control_fd, 64) == b"":
                 self.starter_gone = True
         return self.signalled or self.starter_gone
