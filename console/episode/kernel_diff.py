@@ -1,0 +1,155 @@
+"""What changed in ``kernel.py`` between two points of the episode, and what it did to latency.
+
+The points (``DiffSide``) are the canonical memory versions that name a commit, the incumbent
+commit when no version names it (``episcope init``'s first commit, a base commit), the
+worktree's HEAD, and the working tree's ``kernel.py`` as it is on disk. ``kernel_diff`` reads
+the unified diff through GitPython on the worktree's repository (``git_repo.open_repo``: the
+repository's config runs nothing) and pairs it with each side's latency: the memory version's
+own figure, else the newest evaluation of exactly that ``kernel.py`` (by its sha256).
+
+It runs git, so the console calls it from a worker; the text it returns has its control
+characters made visible, ready to be drawn as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
+from .incumbent import incumbent_commit
+from .state import EpisodeState
+from .text import visible_lines
+
+if TYPE_CHECKING:
+    import git
+
+KERNEL = "kernel.py"
+WORKING_TREE = "working tree"
+
+
+class DiffSide(msgspec.Struct, frozen=True):
+    label: str  # "v1", "first 20989be4", "HEAD 567bfa08", "working tree"
+    commit: str | None  # None: the working tree's kernel.py
+    latency_us: float | None = None  # the memory version's own figure, when it is one
+
+
+class KernelDiff(msgspec.Struct, frozen=True):
+    old: DiffSide
+    new: DiffSide
+    text: str  # the unified diff of kernel.py, "" when both sides hold the same file
+    old_latency_us: float | None
+    new_latency_us: float | None
+    change_pct: float | None  # new latency against old, in percent (negative: faster)
+    error: str | None = None  # why no diff could be read (one line)
+
+    @property
+    def summary(self) -> str:
+        """One line: the two sides and the latency change."""
+        def figure(value: float | None) -> str:
+            return "N/A" if value is None else f"{value:.3f}"
+
+        change = "" if self.change_pct is None else f" ({self.change_pct:+.2f}%)"
+        return (f"{self.old.label} → {self.new.label}   latency µs {figure(self.old_latency_us)} → "
+                f"{figure(self.new_latency_us)}{change}")
+
+
+def diff_sides(state: EpisodeState) -> tuple[DiffSide, ...]:
+    """Every point a diff can start or end at, oldest first, the working tree last."""
+    git = state.git
+    sides: list[DiffSide] = []
+    for version in state.versions:
+        commit = version.git_commit_hash
+        if commit is None or version.version is None or any(side.commit == commit for side in sides):
+            continue
+        latency = version.latency_us_geomean if version.latency_us_geomean is not None else version.latency_us
+        sides.append(DiffSide(f"v{version.version}", commit, latency))
+    named = {side.commit for side in sides}
+    first = git.first_commit if git else None
+    if first and first not in named:
+        sides.insert(0, DiffSide(f"first {first[:8]}", first))
+        named.add(first)
+    incumbent = incumbent_commit(state)
+    if incumbent and incumbent not in named:
+        sides.insert(1 if first else 0, DiffSide(f"incumbent {incumbent[:8]}", incumbent))
+        named.add(incumbent)
+    if git is not None and git.head and git.head not in named:
+        sides.append(DiffSide(f"HEAD {git.head[:8]}", git.head))
+    sides.append(DiffSide(WORKING_TREE, None))
+    return tuple(sides)
+
+
+def default_pair(state: EpisodeState, sides: tuple[DiffSide, ...], chosen: DiffSide | None = None) -> tuple[DiffSide, DiffSide]:
+    """(old, new) to show first: ``chosen`` (else the working tree) against the incumbent;
+    the incumbent itself against the side before it."""
+    incumbent = incumbent_commit(state)
+    base = next((side for side in sides if side.commit == incumbent), sides[0])
+    new = chosen or sides[-1]
+    if new == base:
+        index = sides.index(base)
+        base = sides[index - 1] if index > 0 else base
+    return base, new
+
+
+def evaluated_latencies(state: EpisodeState) -> dict[str, float]:
+    """kernel.py sha256 -> the latency of its newest evaluation that reports one."""
+    out: dict[str, float] = {}
+    for sha, records in state.evaluations_by_sha.items():
+        for record in reversed(records):
+            latency = record.result.latency_us_geomean if record.result is not None else None
+            if latency is not None:
+                out[sha] = latency
+                break
+    return out
+
+
+def kernel_diff(worktree: str, old: DiffSide, new: DiffSide, evaluated: Mapping[str, float],
+                sides: tuple[DiffSide, ...] = ()) -> KernelDiff:
+    """The diff of kernel.py from ``old`` to ``new`` in the repository of ``worktree``.
+
+    A side without a figure of its own takes the newest evaluation of its kernel.py, else the
+    figure of a side in ``sides`` that holds the very same kernel.py (a commit that changed
+    only memory files has its version's latency)."""
+    if old.commit is None:  # the working tree against a commit: that diff, the other way round
+        revisions = ["-R", new.commit] if new.commit else []
+    else:
+        revisions = [old.commit, new.commit] if new.commit else [old.commit]
+    try:
+        with open_repo(worktree) as repo:
+            text = repo.git.diff("--no-ext-diff", "--no-textconv", "--no-color", *revisions, "--", KERNEL,
+                                 kill_after_timeout=GIT_TIMEOUT_SECONDS) if revisions else ""
+            old_sha = _kernel_sha(repo, worktree, old.commit)
+            new_sha = _kernel_sha(repo, worktree, new.commit)
+            measured = dict(evaluated)
+            for side in sides:
+                if side.latency_us is None:
+                    continue
+                sha = _kernel_sha(repo, worktree, side.commit)
+                if sha is not None:
+                    measured.setdefault(sha, side.latency_us)
+    except read_errors() as exc:
+        return KernelDiff(old, new, "", None, None, None, error=" ".join(str(exc).split())[:300])
+    old_latency = old.latency_us if old.latency_us is not None else measured.get(old_sha or "")
+    new_latency = new.latency_us if new.latency_us is not None else measured.get(new_sha or "")
+    change = None
+    if old_latency and new_latency is not None:
+        change = (new_latency / old_latency - 1.0) * 100.0
+    return KernelDiff(old, new, visible_lines(text.expandtabs(4)), old_latency, new_latency, change)
+
+
+def _kernel_sha(repo: git.Repo, worktree: str, commit: str | None) -> str | None:
+    """sha256 of kernel.py at ``commit`` (None: on disk), the key evaluations are filed under."""
+    if commit is None:
+        try:
+            with open(f"{worktree}/{KERNEL}", "rb") as handle:
+                return hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError:
+            return None
+    try:
+        blob = repo.commit(commit).tree / KERNEL
+    except KeyError:
+        return None
+    return hashlib.sha256(blob.data_stream.read()).hexdigest()
