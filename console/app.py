@@ -42,6 +42,7 @@ from console.actions import (
 from console.episode import events as ev
 from console.episode.incumbent import abba_plan
 from console.episode.job_outcome import failure_line, newly_failed
+from console.episode.kernel_diff import default_pair, diff_sides
 from console.episode.preflight import PREFLIGHT_PATH, Preflight, check_preflight
 from console.episode.state import EpisodeState
 from console.episode.text import visible
@@ -109,6 +110,8 @@ class EpiscopeApp(App):
         Binding("slash", "filter", "filter", tooltip="filter the focused table (Esc clears)", id="app.filter"),
         Binding("t", "open_timeline", "timeline", tooltip="open the newest intra-kernel timeline receipt",
                 id="app.timeline"),
+        Binding("D", "diff", "diff", tooltip="what changed in kernel.py: the working tree, or the version selected "
+                "in pane 6, against the incumbent, with the latency change", id="app.diff"),
         *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, tooltip="move to that pane (Tab steps)",
                   id=f"app.pane{n}") for n in range(1, 9)],
         *[Binding(a.key, f"launch('{a.name}')", a.label, tooltip=f"{a.title}: {a.description}", id=f"job.{a.name}")
@@ -431,6 +434,8 @@ class EpiscopeApp(App):
             return True if self.why_blocked("cancel_job") is None else None
         if action == "open_timeline":
             return True if self.receipts() else None
+        if action == "diff":
+            return True if self.why_no_diff() is None else None
         return True
 
     def why_binding_blocked(self, binding: Binding) -> str | None:
@@ -446,6 +451,8 @@ class EpiscopeApp(App):
             return self.why_blocked("cancel_job")
         if name == "open_timeline" and not self.receipts():
             return "no timeline receipt in this episode yet"
+        if name == "diff":
+            return self.why_no_diff()
         return None
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
@@ -455,8 +462,9 @@ class EpiscopeApp(App):
             if not destination and self.check_action(name, parameters) is None:
                 why = self.why_action_blocked(name, parameters)
                 if why is not None:
-                    self.notify(visible(f"{name.replace('_', ' ')}: not now ({why})"), severity="warning",
-                                markup=False)
+                    launched = ACTIONS_BY_NAME.get(str(parameters[0])) if name == "launch" and parameters else None
+                    title = launched.title if launched is not None else name.replace("_", " ")
+                    self.notify(visible(f"{title}: not now ({why})"), severity="warning", markup=False)
                     return True
         return await super().run_action(action, default_namespace, namespaces)
 
@@ -464,10 +472,11 @@ class EpiscopeApp(App):
         """Every binding id a keymap may name (the screens are imported only when asked)."""
         from console.screens.confirm import ConfirmScreen
         from console.screens.detail import DetailScreen
+        from console.screens.diff import DiffScreen
         from console.screens.help import HelpScreen
         from console.screens.timeline import TimelineScreen
 
-        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DetailScreen, ReplayBar, Pane):
+        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, DetailScreen, ReplayBar, Pane):
             for binding in owner.BINDINGS:
                 if isinstance(binding, Binding) and binding.id:
                     yield binding.id
@@ -586,6 +595,36 @@ class EpiscopeApp(App):
                          why_blocked=self.why_binding_blocked,
                          focused=f"in {pane.title}" if pane is not None else "focused widget")
         self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, rows=rows))
+
+    def why_no_diff(self) -> str | None:
+        """Why there is no kernel.py diff to show (None: there is)."""
+        git = self.episode_state.git
+        if git is None:
+            return "no git repository read yet"
+        if git.error:
+            return f"git: {git.error}"
+        if git.head is None:
+            return "no commit yet"
+        return None
+
+    def action_diff(self) -> None:
+        """The kernel.py diff: the version selected in the versions pane (when it has focus)
+        or the working tree, against the incumbent."""
+        from console.screens.diff import DiffScreen
+
+        why = self.why_no_diff()
+        if why is not None:
+            self.notify(f"diff: not now ({why})", severity="warning", markup=False)
+            return
+        state = self.episode_state
+        sides = diff_sides(state)
+        chosen = None
+        if isinstance(self._focused_pane(), VersionsPane):
+            version = self.query_one(VersionsPane).selected_version()
+            commit = version.git_commit_hash if version is not None else None
+            chosen = next((side for side in sides if commit and side.commit == commit), None)
+        old, new = default_pair(state, sides, chosen)
+        self.push_screen(DiffScreen(state, sides, old, new))
 
     def receipts(self) -> list[str]:
         """Paths of the timeline receipts the episode holds now."""

@@ -5,14 +5,15 @@ lost. ``status`` counts and the console's failure toasts both go through ``job_o
 job *failed* when it ended without a result (failed, timed out or lost); a cancelled job was
 ended on purpose and is counted apart.
 
-The reason shown for a failure is the first line of the job's stderr that reads like an
-error (``ncu not found``, ``ModuleNotFoundError: ...``), from the log tail the state already
-holds; the sandbox's own bookkeeping lines and traceback frames are passed over.
+The reason shown for a failure is the first line of the job's stderr (then stdout) that reads
+like an error (``ncu not found``, ``ModuleNotFoundError: ...``), from the log tails the state
+already holds; the sandbox's own bookkeeping lines and traceback frames are passed over.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .state import EpisodeState, JobLogTail
@@ -35,12 +36,13 @@ def job_outcome(state: str) -> str:
 
 
 def failure_line(job: JobRecord, tail: JobLogTail | None) -> str:
-    """One line on why ``job`` failed: the first error-like line of its stderr, else its
-    last line of stderr, else the record's message, else its exit status."""
+    """One line on why ``job`` failed: the first error-like line of its stderr, else of its
+    stdout (an evaluator reports a failed shape there), else stderr's last line, else the
+    record's message, else its exit status."""
     lines = [line.strip() for line in (tail.stderr if tail else ()) if line.strip()]
-    own = [line for line in lines if not line.startswith(SANDBOX_PREFIX)
-           and not line.startswith(("Traceback (most recent call last)", "File \""))]
-    found = next((line for line in own if ERROR_WORDS.search(line)), None)
+    own = _own(lines)
+    printed = _own(line.strip() for line in (tail.stdout if tail else ()))
+    found = next((line for line in (*own, *printed) if ERROR_WORDS.search(line)), None)
     if found is None and own:
         found = own[-1]
     if found is None:
@@ -48,6 +50,12 @@ def failure_line(job: JobRecord, tail: JobLogTail | None) -> str:
     if found is None:
         found = f"exit status {job.exit_code if job.exit_code is not None else job.result_code}"
     return found[:MAX_CHARS]
+
+
+def _own(lines: Iterable[str]) -> list[str]:
+    """The command's own lines: no blanks, sandbox notes or traceback frames."""
+    return [line for line in lines if line and not line.startswith(SANDBOX_PREFIX)
+            and not line.startswith(("Traceback (most recent call last)", "File \""))]
 
 
 def newly_failed(before: EpisodeState, after: EpisodeState) -> list[JobRecord]:

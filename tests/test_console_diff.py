@@ -1,0 +1,142 @@
+"""What did the agent change? The kernel.py diff screen on the bundled example and on an
+``episcope init`` workspace with a real commit, and the domain function under it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from rich.syntax import Syntax
+from textual.widgets import Select, Static
+
+from console.app import EpiscopeApp
+from console.commands.init import create_workspace
+from console.episode.kernel_diff import default_pair, diff_sides, evaluated_latencies, kernel_diff
+from console.episode.session import Session
+from console.episode.workspace import resolve_workspace
+from console.screens.diff import DiffScreen
+from spine_helpers import git
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHIVE = ROOT / "examples" / "episodes" / "row_softmax-h200.tar.gz"
+SIZE = (120, 36)
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def bundled(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return resolve_workspace(ARCHIVE)
+
+
+@pytest.fixture
+def init_workspace(tmp_path):
+    """An init workspace whose HEAD changes kernel.py: one commit past the first."""
+    workspace = create_workspace(tmp_path / "ws", "row_softmax")
+    kernel = workspace / "kernel.py"
+    kernel.write_text(kernel.read_text().replace("three passes", "two passes") + "\n# fused max and sum\n")
+    git(workspace, "commit", "-qam", "fuse the max and sum passes")
+    return workspace
+
+
+async def wait_for_diff(pilot, screen: DiffScreen, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (screen.diff is None or (screen.diff.old, screen.diff.new) != (screen.old, screen.new)) \
+            and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+    assert screen.diff is not None
+
+
+def plain(widget: Static) -> str:
+    return "\n".join(strip.text for strip in widget.render_lines(widget.size.region))
+
+
+def test_bundled_example_sides_and_latency_change(bundled):
+    state = Session(ARCHIVE).scan()
+    sides = diff_sides(state)
+    # v0 and v1 name their commits; the base commit (memory only changed) is the incumbent
+    assert [side.label for side in sides] == ["v0", f"incumbent {state.git.base_commit[:8]}", "v1", "working tree"]
+    old, new = default_pair(state, sides)
+    assert old.commit == state.git.base_commit and new.label == "working tree"
+    diff = kernel_diff(state.git.worktree, old, new, evaluated_latencies(state), sides)
+    assert diff.error is None and diff.text.startswith("diff --git a/kernel.py b/kernel.py")
+    # the base commit holds v0's kernel.py, so it takes v0's figure; the working tree its evaluation
+    assert diff.old_latency_us == pytest.approx(1769.143) and diff.new_latency_us == pytest.approx(31.709)
+    assert diff.change_pct == pytest.approx((31.709 / 1769.143 - 1) * 100)
+    same = kernel_diff(state.git.worktree, sides[2], sides[3], {}, sides)  # v1 is HEAD, unchanged on disk
+    assert same.text == "" and same.error is None
+
+
+def test_a_working_tree_edit_diffs_both_ways(init_workspace):
+    kernel = init_workspace / "kernel.py"
+    kernel.write_text(kernel.read_text() + "# not committed yet\x1b]0;title\x07\n")
+    state = Session(init_workspace).scan()
+    sides = diff_sides(state)
+    head, tree = sides[-2], sides[-1]
+    forward = kernel_diff(str(init_workspace), head, tree, {})
+    backward = kernel_diff(str(init_workspace), tree, head, {})
+    assert "+# not committed yet" in forward.text and "-# not committed yet" in backward.text
+    assert "\x1b" not in forward.text and "\x07" not in forward.text and "␛]0;title␇" in forward.text
+
+
+async def test_diff_screen_on_the_bundled_example_and_its_versions(bundled):
+    session = Session(ARCHIVE, workspace=bundled)
+    app = EpiscopeApp(session=session, readonly=True, readonly_reason="archive: read-only", sample_gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 15
+        while (not app.scanned or app.episode_state.git is None) and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        assert app.check_action("diff", ()) is True  # reading only: allowed in a read-only archive
+        await pilot.press("D")
+        screen = app.screen
+        assert isinstance(screen, DiffScreen)
+        await wait_for_diff(pilot, screen)
+        summary = plain(screen.query_one("#diff-summary", Static))
+        assert "incumbent" in summary and "working tree" in summary and "1769.143 → 31.709 (-98.21%)" in summary
+        body = screen.query_one("#diff-body", Static)
+        assert isinstance(body.content, Syntax) and body.content.lexer.name.lower() == "diff"
+        assert "+++ b/kernel.py" in plain(body)
+        # any two versions: v0 against v1
+        screen.query_one("#diff-old", Select).value = 0
+        screen.query_one("#diff-new", Select).value = 2
+        await pilot.pause(0.1)
+        await wait_for_diff(pilot, screen)
+        assert (screen.diff.old.label, screen.diff.new.label) == ("v0", "v1")
+        assert "v0 → v1" in plain(screen.query_one("#diff-summary", Static)) and "(-98.20%)" in screen.diff.summary
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DiffScreen)
+        # from the versions pane: the selected version against the incumbent
+        await pilot.press("6", "down")
+        await pilot.pause(0.1)
+        await pilot.press("D")
+        screen = app.screen
+        assert isinstance(screen, DiffScreen) and screen.new.label == "v1" and screen.old.label.startswith("incumbent")
+        await wait_for_diff(pilot, screen)
+        assert "1769.143 → 31.801" in screen.diff.summary
+
+
+async def test_diff_screen_on_an_init_workspace_with_a_commit(init_workspace):
+    first = git(init_workspace, "rev-list", "--max-parents=0", "HEAD").strip()
+    app = EpiscopeApp(session=Session(init_workspace), sample_gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 15
+        while (not app.scanned or app.episode_state.git is None) and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        await pilot.press("D")
+        screen = app.screen
+        assert isinstance(screen, DiffScreen)
+        await wait_for_diff(pilot, screen)
+        # no memory version yet: the incumbent is the workspace's first commit
+        assert screen.old.commit == first and screen.new.label == "working tree"
+        text = plain(screen.query_one("#diff-body", Static))
+        assert "-Row softmax, the starting point: one thread per row, three passes" in text.replace('"""', "")
+        assert "+# fused max and sum" in text
+        assert "latency µs N/A → N/A" in screen.diff.summary  # nothing evaluated: unknown, never 0
