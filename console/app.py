@@ -366,7 +366,7 @@ class EpiscopeApp(App):
         if self.mode == "replay":
             return "replay: space play · ./, step · ctrl+p jump"
         if self.readonly:
-            return "read-only: actions disabled"
+            return f"{self.readonly_reason}: actions disabled"
         return ""
 
     def _launched_running(self) -> int:
@@ -708,6 +708,9 @@ class EpiscopeApp(App):
             if self.why_blocked(action.name) is None:
                 kernel = f" on {self.selected_kernel()}" if action.needs_kernel else ""
                 commands.append((f"{action.title}{kernel}", action.description, partial(self.action_launch, action.name)))
+        if self.why_no_diff() is None:
+            commands.append(("What changed: kernel.py diff", "against the incumbent, with the latency change (D)",
+                             self.action_diff))
         if self.why_blocked("cancel_job") is None:
             job = self.selected_job()
             commands.append((f"Cancel job {job.job_id if job else ''}", "asks before terminating its process group",

@@ -28,6 +28,7 @@ from console.episode.summary import status_document
 from console.episode.workspace import resolve_workspace
 from console.formats.job_record import list_job_records
 from spine_helpers import git
+from widgets.header import EpisodeHeader
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "examples" / "episodes" / "row_softmax-h200.tar.gz"
@@ -159,6 +160,8 @@ async def test_an_archive_opens_read_only_and_its_job_logs_come_from_the_copy(tm
         await pilot.press("b")
         await pilot.pause(0.1)
         assert "Benchmark run: not now (archive: read-only)" in notes
+        header = app.query_one(EpisodeHeader)
+        assert "archive: read-only" in "\n".join(strip.text for strip in header.render_lines(header.size.region))
         state = app.episode_state
         # the records name the recording machine's workspace; the logs are the copy's own files
         assert all(not job.workspace.startswith(str(copy)) for job in state.jobs)

@@ -130,6 +130,7 @@ async def test_diff_screen_on_an_init_workspace_with_a_commit(init_workspace):
         while (not app.scanned or app.episode_state.git is None) and time.monotonic() < deadline:
             await pilot.pause(0.05)
         await pilot.pause(0.3)
+        assert "What changed: kernel.py diff" in [title for title, _, _ in app.palette_commands()]
         await pilot.press("D")
         screen = app.screen
         assert isinstance(screen, DiffScreen)
