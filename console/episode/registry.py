@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from console.formats import (
     abba,
@@ -52,8 +53,7 @@ from .preflight import Preflight
 Layout = Literal["lines", "document", "directory", "derived"]
 
 
-@dataclass(frozen=True, slots=True)
-class Artifact:
+class Artifact(msgspec.Struct, frozen=True):
     kind: str  # the event kind its records arrive as (console.episode.events)
     patterns: tuple[str, ...]  # where it lives; empty for a derived kind
     layout: Layout
