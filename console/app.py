@@ -523,7 +523,11 @@ class EpiscopeApp(App):
 
     def _cancel_confirmed(self, workspace: str | None, job_id: str, yes: bool | None) -> None:
         if yes:
-            self.cancel_in_background(workspace or self.launcher.workspace, job_id)
+            # The record names the workspace it was written in; a record copied from elsewhere
+            # names another directory, which the cancel must not touch.
+            roots = {root.resolve() for root in self.session.workspace.roots} if self.session is not None else set()
+            inside = workspace is not None and Path(workspace).resolve() in roots
+            self.cancel_in_background(workspace if inside else self.launcher.workspace, job_id)
         else:
             self.notify(visible(f"job {job_id} left running"), markup=False)
 
