@@ -147,6 +147,13 @@ class JobLauncher:
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self.launched: list[LaunchedJob] = []
 
+    @property
+    def runs_here(self) -> bool:
+        """Whether the jobs run on this host (not on a Ray cluster): this host's GPU preflight
+        then decides what can run."""
+        flags = list(self.extra_flags)
+        return not ("--backend" in flags and flags[flags.index("--backend") + 1:][:1] == ["ray"])
+
     def running(self) -> list[LaunchedJob]:
         return [job for job in self.launched if job.running]
 

@@ -399,8 +399,8 @@ class EpiscopeApp(App):
         action = ACTIONS_BY_NAME[name]
         if self.busy_jobs() >= MAX_SANDBOX_JOBS:
             return f"{MAX_SANDBOX_JOBS}/{MAX_SANDBOX_JOBS} jobs running"
-        preflight = self.episode_state.preflight
-        if preflight is None and self.samples_gpu():
+        preflight = self.episode_state.preflight if self.launcher.runs_here else None
+        if preflight is None and self.samples_gpu() and self.launcher.runs_here:
             return "checking for a GPU, ncu and cupy"
         if preflight is not None:
             missing = preflight.blocks(profiler=action.profiler)

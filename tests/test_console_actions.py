@@ -84,6 +84,9 @@ async def test_preflight_dims_the_gpu_keys_and_a_pressed_key_says_why(workspace,
         assert launcher.launched == []
         assert f"Profile: survey: not now ({preflight.blocks(profiler=True)})" in notes
         assert f"Correctness run: not now ({preflight.blocks(profiler=False)})" in notes
+        # jobs sent to a Ray cluster run on its GPUs: this host's preflight does not decide
+        app.launcher = JobLauncher(workspace, extra_flags=("--backend", "ray", "--dry-run"))
+        assert app.why_blocked("profile_survey") is None and app.why_blocked("correctness_run") is None
     # the headless status checks the same host and says the same
     out = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", str(workspace)],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
