@@ -239,8 +239,8 @@ async def test_deep_profile_targets_the_kernel_selected_in_the_funnel(episode, t
         funnel = rows(app, "#funnel-table")
         assert [row[0] for row in funnel] == ["smem_column_read", "cupy_fill", "smem_column_read", "smem_column_read"]
         assert [row[-1] for row in funnel] == ["survey", "survey", "sol", "deep"]  # the funnel, top down
-        assert funnel[0][1] == "2122.94" and funnel[0][2] == "N/A"  # survey times kernels only: SOL unknown
-        assert funnel[3][2:6] == ["5.0", "99.9", "96.2", "memory"]
+        assert funnel[0][2] == "2122.94" and funnel[0][3] == "N/A"  # survey times kernels only: SOL unknown
+        assert funnel[3][3:7] == ["5.0", "99.9", "96.2", "memory"]
         await pilot.press("2", "down")
         assert app.selected_kernel() == "cupy_fill"
         await pilot.press("d")

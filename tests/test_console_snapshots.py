@@ -1,6 +1,9 @@
-"""SVG snapshots of the main screens at a fixed size, from a deterministic episode."""
+"""SVG snapshots of the main screens at a fixed size, from a deterministic episode, and of the
+bundled example at the sizes the layout must hold: 80x24, 100x30 and 200x50."""
 
 from __future__ import annotations
+
+import pytest
 
 from console.app import EpiscopeApp
 from console.episode import events as ev
@@ -12,6 +15,7 @@ from console.formats.job_record import job_record_from_obj
 from console.formats.memory import parse_memory_version
 from console.formats.problems import Unreadable
 from console.formats.telemetry import record_epoch
+from bundled_example import bundled_state
 from console_fixture import write_receipt
 from spine_helpers import tele, telemetry_record
 
@@ -102,3 +106,23 @@ def test_kernel_timeline(snap_compare, tmp_path):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 30), run_before=open_it)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    return bundled_state(tmp_path_factory.mktemp("cache"))
+
+
+def example_app(state, **kwargs) -> EpiscopeApp:
+    # The archive opens read-only; the clock stands 30 s after its last event, no GPU is sampled.
+    return EpiscopeApp(state=state, readonly=True, sample_gpu=False, clock=lambda: state.last_event_at + 30, **kwargs)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (200, 50)], ids=lambda size: f"{size[0]}x{size[1]}")
+def test_bundled_example(snap_compare, example, size):
+    assert snap_compare(example_app(example), terminal_size=size, run_before=quiet)
+
+
+def test_detail_of_a_cut_unreadable_record(snap_compare):
+    """Enter on the unreadable record (cut in the 80-column table) shows its path and error whole."""
+    assert snap_compare(live_app(), terminal_size=(80, 24), press=["8", "enter"], run_before=quiet)

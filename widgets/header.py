@@ -3,7 +3,6 @@ the incumbent figure and the job slots in use."""
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
 
@@ -34,6 +33,8 @@ class EpisodeHeader(Widget):
         height: 2;
         padding: 0 1;
         background: $boost;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
@@ -41,14 +42,12 @@ class EpisodeHeader(Widget):
         super().__init__(id=id)
         self.mode_label = mode_label
         self._key: tuple | None = None
-        self._grid: Table | Text = Text("")
+        self._lines = Text("")
 
-    def render(self) -> Table | Text:
-        return self._grid
+    def render(self) -> Text:
+        return self._lines
 
     def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
-        if state.scanning:  # the first paint, before any file is read: not an empty episode
-            extra = "scanning the workspace…"
         active = state.active_episode
         facts = episode_facts(state)
         episode = facts["number"] or (state.live_memory.episode if state.live_memory else None)
@@ -69,26 +68,27 @@ class EpisodeHeader(Widget):
             state.active_phase.phase if state.active_phase else None,
             extra,
             len(state.alerts),
+            state.scanning,
         )
         if key == self._key:
             return
         self._key = key
-        grid = Table.grid(padding=(0, 2), expand=True)
-        for _ in range(4):
-            grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        # Two lines, most telling first: a narrow terminal cuts the tail of a line, not every column.
         slot_style = "bold red" if slots >= MAX_SANDBOX_JOBS else "bold"
-        grid.add_row(
-            Text.assemble((f" {self.mode_label} ", "reverse bold"), " ", plain(key[0] or state.campaign_root, "bold")),
-            Text.assemble("episode ", (fmt(episode), "bold"), "  mode ", (fmt(key[2]), "bold")),
-            Text.assemble("supervisor ", (fmt(key[3]), "bold"), "  phase ", (fmt(key[9]), "bold")),
-            Text.assemble("jobs ", (f"{slots}/{MAX_SANDBOX_JOBS}", slot_style), "  alerts ", (str(key[11]), "bold red" if key[11] else "bold")),
-        )
         head_vs = "=" if key[5] and candidate and key[5] == candidate else "≠" if key[5] and candidate else " "
-        grid.add_row(
-            Text.assemble("branch ", (fmt(key[4]), "cyan")),
-            Text.assemble("HEAD ", (short_sha(key[5]), "cyan"), f" {head_vs} cand ", (short_sha(candidate), "cyan")),
-            Text.assemble("incumbent ", (key[7], "bold green")),
-            Text(extra, style="yellow"),
+        top = Text.assemble(
+            (f" {self.mode_label} ", "reverse bold"), " ", plain(key[0] or state.campaign_root, "bold"),
+            "  episode ", (fmt(episode), "bold"), " ", (fmt(key[2]), "bold"),
+            "  jobs ", (f"{slots}/{MAX_SANDBOX_JOBS}", slot_style), "  alerts ", (str(key[11]), "bold red" if key[11] else "bold"),
+            "  supervisor ", (fmt(key[3]), "bold"), "  phase ", (fmt(key[9]), "bold"),
         )
-        self._grid = grid
+        bottom = Text.assemble(
+            # The first paint, before any file is read, says so: it is not an empty episode.
+            ("scanning the workspace…  " if state.scanning else "", "bold yellow"),
+            "incumbent ", (key[7], "bold green"),
+            "  HEAD ", (short_sha(key[5]), "cyan"), f" {head_vs} cand ", (short_sha(candidate), "cyan"),
+            "  branch ", (fmt(key[4]), "cyan"),
+            (f"  {extra}" if extra else "", "yellow"),
+        )
+        self._lines = Text("\n").join((top, bottom))
         self.refresh()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 LEVEL_ORDER = {"survey": 0, "sol": 1, "deep": 2}
 SEVERITY_STYLES = {"high": "bold red", "medium": "yellow", "low": "dim"}
-KERNEL_WIDTH = 28  # longer kernel names are cut in the table; Enter shows the row whole
+KERNEL_WIDTH = 22  # longer kernel names are cut in the table; Enter shows the row whole
 
 
 def kernel_duration_us(kernel: ProfileKernel) -> float | None:
@@ -59,7 +59,7 @@ class ProfileFunnel(Pane):
     def compose(self):
         table = DataTable(id="funnel-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_column("kernel", width=KERNEL_WIDTH)
-        table.add_columns("µs", "SM%", "mem%", "occ%", "bound", "shape", "level")
+        table.add_columns("shape", "µs", "SM%", "mem%", "occ%", "bound", "level")
         yield table
         yield Static(id="funnel-detail", classes="pane-body")
 
@@ -85,12 +85,12 @@ class ProfileFunnel(Pane):
                         key,
                         (
                             plain(kernel.name, "bold" if kernel.name == profile.dominant_kernel else ""),
+                            fmt(profile_shape(profile.dir)),
                             fmt(kernel_duration_us(kernel), ".2f"),
                             fmt(kernel.compute_sol_pct, ".1f"),
                             fmt(kernel.mem_sol_pct, ".1f"),
                             fmt(kernel.occupancy_pct, ".1f"),
                             fmt(kernel.bound),
-                            fmt(profile_shape(profile.dir)),
                             level,
                         ),
                     )

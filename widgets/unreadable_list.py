@@ -25,7 +25,7 @@ class UnreadableList(Pane):
         yield table
 
     def empty_note(self, state: EpisodeState) -> str | None:
-        return None if state.unreadable else "every record read"
+        return None if state.unreadable else "all records read"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state

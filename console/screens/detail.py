@@ -23,7 +23,7 @@ class DetailScreen(ModalScreen[None]):
         width: 90%; height: 80%; max-width: 160;
         border: round $accent; border-title-color: $accent; background: $surface;
     }
-    DetailScreen TextArea { height: 1fr; border: none; }
+    DetailScreen TextArea, DetailScreen TextArea:focus { height: 1fr; border: none; }
     DetailScreen #detail-hint { height: 1; color: $text-muted; }
     """
 
@@ -39,7 +39,9 @@ class DetailScreen(ModalScreen[None]):
     def compose(self):
         with Vertical() as box:
             box.border_title = self.title_text
-            yield TextArea(self.text, read_only=True, soft_wrap=True, show_line_numbers=False, id="detail-text")
+            text = TextArea(self.text, read_only=True, soft_wrap=True, show_line_numbers=False, id="detail-text")
+            text.cursor_blink = False  # a still screen reads (and snapshots) the same every time
+            yield text
             yield Static("Esc / Enter / q close · arrows scroll · shift+arrows select", id="detail-hint", markup=False)
 
     def on_mount(self) -> None:

@@ -1,0 +1,163 @@
+"""The dashboard's layout on small terminals and what a newcomer's first keys find there:
+data rows before empty panes, the dominant kernel selected, the detail view for cut text,
+one colour per phase, ticking job times, a scanning first paint, and ``t`` in sight."""
+
+from __future__ import annotations
+
+import pytest
+from msgspec.structs import replace
+from textual.widgets import DataTable, Static, TextArea
+
+from bundled_example import bundled_state
+from console.app import EpiscopeApp
+from console.episode.kernels import dominant_kernel, job_elapsed, profile_shape
+from console.episode.session import Session
+from console.episode.state import Alert, EpisodeState
+from console.episode.summary import status_document
+from console.formats.job_record import job_record_from_obj
+from console.screens.detail import DetailScreen
+from console_fixture import build_episode
+from widgets.header import EpisodeHeader
+from widgets.key_bar import KeyBar
+from widgets.pane import SCANNING, Pane, PaneRow
+from widgets.phase_timeline import OTHER_PHASE_STYLE, PHASE_STYLES
+
+pytestmark = pytest.mark.anyio
+PHASES = ("profile", "research", "planning", "implementation", "correctness", "benchmark", "recording")
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    return bundled_state(tmp_path_factory.mktemp("cache"))
+
+
+def example_app(state: EpisodeState, clock=None) -> EpiscopeApp:
+    return EpiscopeApp(state=state, readonly=True, sample_gpu=False,
+                       clock=clock or (lambda: state.last_event_at + 30))
+
+
+def shown(widget) -> str:
+    """What a widget shows on screen, as plain text."""
+    return "\n".join(strip.text for strip in widget.render_lines(widget.size.region))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_funnel_and_jobs_show_data_rows_and_empty_panes_fold(example, size):
+    app = example_app(example)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for selector, first in (("#funnel-table", "init_curand"), ("#jobs-table", example.jobs[0].job_id)):
+            table = app.query_one(selector, DataTable)
+            assert table.row_count > 0 and table.size.height >= 4  # the header and at least three data rows
+            assert first in shown(table)
+        gpu, unreadable, versions = (app.query_one(s, Pane) for s in ("#gpu", "#unreadable", "#versions"))
+        assert gpu.empty and unreadable.empty and not versions.empty  # no GPU sampled, every record read
+        assert shown(unreadable.query_one(".pane-note", Static)).startswith("all reco")  # cut at 80 columns
+        assert unreadable.size.width < versions.size.width  # the empty pane gives its width away
+        assert not any(row.has_class("-folded") for row in app.query(PaneRow))  # every row has data
+
+
+async def test_a_row_of_empty_panes_folds_to_one_line(example):
+    quiet = replace(example, alerts=(), unreadable=(), versions=(), incumbent_curve=())
+    app = example_app(quiet)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        low = app.query_one("#row-low", PaneRow)
+        assert low.has_class("-folded") and low.size.height == 3
+        assert app.query_one("#funnel-table", DataTable).size.height >= 6  # the funnel took the height
+
+
+async def test_the_dominant_kernel_is_selected_not_the_input_generator(example):
+    assert example.dominant_kernel == "row_softmax_naive"
+    document = status_document(example)
+    assert document["dominant_kernel"] == "row_softmax_naive"
+    assert {p["shape"] for p in document["profiles"]} == {"0", "1", "2", "3", "4"}
+    app = example_app(example)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#funnel-table", DataTable)
+        first = [str(getattr(cell, "plain", cell)) for cell in table.get_row_at(0)]
+        assert first[:2] == ["init_curand", "0"]  # the longest survey kernel only fills the inputs
+        assert app.selected_kernel() == "row_softmax_naive"
+        await pilot.press("2", "down")
+        chosen = table.cursor_row
+        app.set_state(replace(example, event_count=example.event_count + 1))  # a new state keeps the operator's row
+        await pilot.pause(0.3)
+        assert table.cursor_row == chosen
+
+
+def test_dominant_kernel_and_shape_rules(example):
+    assert dominant_kernel(()) is None
+    survey = next(p for p in example.profiles if p.level == "survey")
+    assert survey.kernels[0].name == "init_curand" and survey.dominant_kernel == "row_softmax_naive"
+    assert dominant_kernel([survey]) == "row_softmax_naive"  # a name no profiler picks is never dominant
+    assert dominant_kernel([replace(survey, dominant_kernel=None)]) is None
+    assert profile_shape("/w/profiles/episode_1/sol/shape-12") == "12" and profile_shape("/w/profiles/x") is None
+
+
+def test_every_phase_has_its_own_colour():
+    assert set(PHASE_STYLES) == set(PHASES)
+    colours = [*PHASE_STYLES.values(), OTHER_PHASE_STYLE]
+    assert len(set(colours)) == len(colours)
+
+
+async def test_enter_shows_cut_text_whole_as_plain_text(example):
+    hostile = "[bold red]not markup[/] \x1b]0;owned\x07 " + "x" * 300 + " END"
+    state = replace(example, alerts=(Alert("stale_profile", "warning", hostile, "/a/very/long/path"),))
+    app = example_app(state)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        text = app.screen.query_one(TextArea).text
+        assert "[bold red]not markup[/]" in text and "␛]0;owned␇" in text and text.count("x") >= 300
+        assert "END" in text and "/a/very/long/path" in text and "\x1b" not in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DetailScreen)
+        await pilot.press("4", "enter")  # a job: its whole log
+        await pilot.pause()
+        assert example.jobs[0].job_id in app.screen.title_text and "── stderr" in app.screen.query_one(TextArea).text
+        await pilot.press("q")  # closes the view, does not quit
+        assert not isinstance(app.screen, DetailScreen) and app.is_running
+
+
+async def test_a_running_job_shows_ticking_elapsed_time(example):
+    job = job_record_from_obj({**example.jobs[0].raw, "state": "running", "finished_at": None,
+                               "started_at": "2026-11-29T08:00:00+00:00"})
+    started = 1795939200.0  # 2026-11-29T08:00:00Z
+    assert job_elapsed(job, started + 65) == 65.0 and job_elapsed(job, None) is None
+    now = [started + 65]
+    app = example_app(replace(example, jobs=(job,)), clock=lambda: now[0])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#jobs-table", DataTable)
+        assert str(table.get_row_at(0)[4]) == "1m05s"
+        now[0] += 60
+        await pilot.pause(1.3)  # the app's clock ticks once a second
+        assert str(table.get_row_at(0)[4]) == "2m05s"
+
+
+async def test_the_first_paint_says_scanning(tmp_path):
+    campaign, _ = build_episode(tmp_path)
+    assert EpiscopeApp(session=Session(campaign), sample_gpu=False).episode_state.scanning
+    app = EpiscopeApp(state=EpisodeState(campaign="demo", scanning=True), sample_gpu=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "scanning" in shown(app.query_one(EpisodeHeader))
+        for pane in app.query(Pane):
+            assert pane.empty and SCANNING in shown(pane.query_one(".pane-note", Static))
+
+
+async def test_t_is_in_the_key_bar_and_the_palette_at_80_columns(example):
+    app = example_app(example)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert " t timeline " in shown(app.query_one(KeyBar))
+        titles = [title for title, _, _ in app.palette_commands()]
+        assert any("timeline" in title.lower() for title in titles)
+        assert any(title.startswith("Show in full") for title in titles)
