@@ -177,3 +177,25 @@ async def test_an_archive_opens_read_only_and_its_job_logs_come_from_the_copy(tm
         shown = "\n".join(app.query_one("#job-log", Log).lines)
         tail = state.job_logs[with_stderr.job_id]
         assert tail.stdout[-1] in shown and "── stderr" in shown and tail.stderr[-1] in shown
+
+
+def test_the_preflight_is_recorded_and_replayed(tmp_path):
+    from console.episode import events as ev
+    from console.episode.preflight import PREFLIGHT_PATH, check_preflight
+    from console.episode.replay import Recorder, Replay, load_recording
+    from console.gpu.sampler import GpuSampler
+
+    sampler = GpuSampler()
+    try:
+        reading = sampler.sample()
+    finally:
+        sampler.close()
+    preflight = check_preflight(reading)
+    recorder = Recorder(tmp_path / "recording.jsonl", campaign_root=str(tmp_path), campaign="x", worktree=None)
+    recorder.record(ev.Event(ev.PREFLIGHT, PREFLIGHT_PATH, None, reading.sampled_at, preflight))
+    recorder.close()
+    _, events, problems = load_recording(tmp_path / "recording.jsonl")
+    assert problems == [] and [e.data for e in events] == [preflight]
+    replay = Replay(events)
+    replay.seek_index(replay.total)
+    assert replay.state().preflight == preflight
