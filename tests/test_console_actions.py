@@ -24,6 +24,7 @@ from console.commands.init import create_workspace
 from console.episode.incumbent import abba_plan
 from console.episode.job_outcome import failure_line
 from console.episode.session import Session
+from console.episode.status_text import render_status
 from console.episode.summary import status_document
 from console.episode.workspace import resolve_workspace
 from console.formats.job_record import list_job_records
@@ -92,6 +93,9 @@ async def test_preflight_dims_the_gpu_keys_and_a_pressed_key_says_why(workspace,
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["preflight"] == {"gpu": preflight.gpu, "ncu": preflight.ncu, "cupy": preflight.cupy}
+    human = subprocess.run([sys.executable, "-m", "console.cli", "status", str(workspace)],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert f"actions   GPU actions dimmed: {preflight.blocks(profiler=True)}" in human.stdout
 
 
 async def test_a_job_that_fails_while_watched_toasts_its_first_error_line(workspace):
@@ -119,6 +123,7 @@ async def test_a_job_that_fails_while_watched_toasts_its_first_error_line(worksp
         assert document["sandbox"]["failed"] == document["sandbox"]["jobs"]["failed"] == 2  # one count
         assert [job["error"] for job in document["jobs"]] == [failure_line(j, state.job_logs.get(j.job_id))
                                                               for j in state.jobs]
+        assert f"{new.job_id}  failed  correctness: {reason}" in render_status(document)  # the human status too
 
 
 def test_abba_from_an_init_workspace_says_what_is_missing_then_compares_the_right_commits(workspace):

@@ -92,6 +92,8 @@ def render_status(doc: dict[str, Any]) -> str:
     for job in doc["jobs"]:
         if job["state"] in ("queued", "running"):
             lines.append(f"job       {job['job_id']}  {job['state']}  {_fmt(job['category'] or job['kind'])}")
+        elif job["error"] is not None:
+            lines.append(f"job       {job['job_id']}  {job['state']}  {_fmt(job['category'] or job['kind'])}: {job['error']}")
     gpu = doc["gpu"]
     if gpu is not None:
         if gpu["gpus"] is None:
@@ -102,6 +104,10 @@ def render_status(doc: dict[str, Any]) -> str:
                 f"  memory {_fmt(card['memory_used_mib'], '', 0)}/{_fmt(card['memory_total_mib'], ' MiB', 0)}"
                 f"  power {_fmt(card['power_w'], ' W', 0)}  temp {_fmt(card['temperature_c'], ' C', 0)}"
             )
+    preflight = doc["preflight"]
+    if preflight is not None:
+        missing = [preflight[check] for check in ("gpu", "ncu", "cupy") if preflight[check]]
+        lines.append(f"actions   GPU actions dimmed: {'; '.join(missing)}" if missing else "actions   GPU actions can run here")
     for alert in doc["alerts"]:
         where = f"  ({_short(alert['path'], *roots)})" if alert["path"] else ""
         lines.append(f"ALERT     [{alert['severity']}] {alert['code']}: {alert['message']}{where}")
