@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bundled_example import bundled_state
 from console.app import EpiscopeApp
 from console.episode import events as ev
 from console.episode.events import Event
@@ -15,7 +16,6 @@ from console.formats.job_record import job_record_from_obj
 from console.formats.memory import parse_memory_version
 from console.formats.problems import Unreadable
 from console.formats.telemetry import record_epoch
-from bundled_example import bundled_state
 from console_fixture import write_receipt
 from spine_helpers import tele, telemetry_record
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from console.episode.state import EpisodeState
 from console.episode.kernels import profile_shape
+from console.episode.state import EpisodeState
 from console.episode.text import visible
 
 from .common import NA, fmt, plain, short_sha, sync_table
