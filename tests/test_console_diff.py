@@ -12,7 +12,7 @@ from textual.widgets import Select, Static
 
 from console.app import EpiscopeApp
 from console.commands.init import create_workspace
-from console.episode.kernel_diff import default_pair, diff_sides, evaluated_latencies, kernel_diff
+from console.episode.kernel_diff import DiffSide, default_pair, diff_sides, evaluated_latencies, kernel_diff
 from console.episode.session import Session
 from console.episode.workspace import resolve_workspace
 from console.screens.diff import DiffScreen
@@ -136,7 +136,7 @@ async def test_diff_screen_on_an_init_workspace_with_a_commit(init_workspace):
         assert isinstance(screen, DiffScreen)
         await wait_for_diff(pilot, screen)
         # no memory version yet: the incumbent is the workspace's first commit
-        assert screen.old.commit == first and screen.new.label == "working tree"
+        assert screen.old == DiffSide(f"incumbent {first[:8]}", first) and screen.new.label == "working tree"
         text = plain(screen.query_one("#diff-body", Static))
         assert "-Row softmax, the starting point: one thread per row, three passes" in text.replace('"""', "")
         assert "+# fused max and sum" in text

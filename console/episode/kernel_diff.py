@@ -32,7 +32,7 @@ WORKING_TREE = "working tree"
 
 
 class DiffSide(msgspec.Struct, frozen=True):
-    label: str  # "v1", "first 20989be4", "HEAD 567bfa08", "working tree"
+    label: str  # "v1", "incumbent 20989be4", "first 51c057ca", "HEAD 567bfa08", "working tree"
     commit: str | None  # None: the working tree's kernel.py
     latency_us: float | None = None  # the memory version's own figure, when it is one
 
@@ -69,10 +69,10 @@ def diff_sides(state: EpisodeState) -> tuple[DiffSide, ...]:
         sides.append(DiffSide(f"v{version.version}", commit, latency))
     named = {side.commit for side in sides}
     first = git.first_commit if git else None
-    if first and first not in named:
-        sides.insert(0, DiffSide(f"first {first[:8]}", first))
-        named.add(first)
     incumbent = incumbent_commit(state)
+    if first and first not in named:
+        sides.insert(0, DiffSide(f"{'incumbent' if first == incumbent else 'first'} {first[:8]}", first))
+        named.add(first)
     if incumbent and incumbent not in named:
         sides.insert(1 if first else 0, DiffSide(f"incumbent {incumbent[:8]}", incumbent))
         named.add(incumbent)
