@@ -59,7 +59,7 @@ async def test_funnel_and_jobs_show_data_rows_and_empty_panes_fold(example, size
         assert gpu.empty and unreadable.empty and not versions.empty  # no GPU sampled, every record read
         assert shown(unreadable.query_one(".pane-note", Static)).startswith("all reco")  # cut at 80 columns
         assert unreadable.size.width < versions.size.width  # the empty pane gives its width away
-        assert not any(row.has_class("-folded") for row in app.query(PaneRow))  # every row has data
+        assert not any(row.folded for row in app.query(PaneRow))  # every row has data
 
 
 async def test_a_row_of_empty_panes_folds_to_one_line(example):
@@ -68,7 +68,7 @@ async def test_a_row_of_empty_panes_folds_to_one_line(example):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         low = app.query_one("#row-low", PaneRow)
-        assert low.has_class("-folded") and low.size.height == 3
+        assert low.folded and low.size.height == 3
         assert app.query_one("#funnel-table", DataTable).size.height >= 6  # the funnel took the height
 
 

@@ -4,8 +4,11 @@ A pane remembers the last state it drew and its table filter, so the app can han
 state (or a new filter) and the pane redraws only what changed.
 
 A pane with nothing to show folds: it draws one dim line saying what it waits for (or
-"scanning…" before the first scan lands) and its row gives the height to the panes that
-have data (``PaneRow``; app.tcss sizes folded panes and rows).
+"scanning…" before the first scan lands) and takes the narrow width of an empty pane; a
+row whose panes are all folded (``PaneRow``) takes three lines, leaving the height to the
+rows with data. Folding sets inline styles (display, width, height) rather than a class: a
+class change re-applies the stylesheet to every widget in the pane, which cost more than
+the rest of the first paint together; an inline style only re-lays out.
 
 Enter opens the full text of the selected row, or of the pane, in a detail view: tables and
 the dashboard cut long text to fit, and this is where it can be read whole.
@@ -30,12 +33,21 @@ from console.episode.state import EpisodeState
 SCANNING = "scanning…"
 
 
+FOLDED_WIDTH = "1fr"  # an empty pane's share of its row (app.tcss gives panes with data more)
+FOLDED_ROW_HEIGHT = 3  # border, the notes line, border
+
+
 class PaneRow(Horizontal):
     """A row of panes; it folds to one line of notes when every pane in it is empty."""
 
+    folded = False
+
     def fold(self) -> None:
         panes = [child for child in self.children if isinstance(child, Pane)]
-        self.set_class(bool(panes) and all(pane.empty for pane in panes), "-folded")
+        folded = bool(panes) and all(pane.empty for pane in panes)
+        if folded != self.folded:
+            self.folded = folded
+            self.styles.height = FOLDED_ROW_HEIGHT if folded else None  # None: the stylesheet's height
 
 
 class Pane(Vertical):
@@ -46,8 +58,6 @@ class Pane(Vertical):
         height: 1fr;
     }
     Pane > .pane-note { display: none; height: 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
-    Pane.-empty > .pane-note { display: block; }
-    Pane.-empty > .pane-body { display: none; }
     """
 
     BINDINGS = [
@@ -126,7 +136,10 @@ class Pane(Vertical):
             self._note.update(Text(note))
         if empty != self.empty:
             self.empty = empty
-            self.set_class(empty, "-empty")
+            self._note.display = empty
+            for child in self.query_children(".pane-body"):
+                child.display = not empty
+            self.styles.width = FOLDED_WIDTH if empty else None  # None: the stylesheet's width
             if isinstance(self.parent, PaneRow):
                 self.parent.fold()
 

@@ -1,0 +1,141 @@
+"""First paint of the console on the bundled example, against a minimal Textual app.
+
+Each program is started as an operator starts it: a fresh process on a pseudo-terminal of
+80x24. The clock runs from spawning the process until the pty shows
+
+- for the minimal app (one ``Static`` widget): its text, i.e. Textual's own start-up;
+- for the console (``episcope watch --no-record`` on examples/episodes/row_softmax-h200.tar.gz,
+  already unpacked once, as on every open after the first): its first frame (the mode label
+  in the header) and the first data of the episode (the incumbent's latency in the header,
+  drawn once the scan is in).
+
+Runs alternate between the programs so that both see the same machine; the medians and
+their ratios within this one run are printed as one JSON object. Every process is asked to
+quit (and killed if it does not) before the next starts.
+
+    python benchmarks/console_first_paint.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import re
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHIVE = ROOT / "examples" / "episodes" / "row_softmax-h200.tar.gz"
+MINIMAL = (
+    "from textual.app import App\n"
+    "from textual.widgets import Static\n"
+    "class Minimal(App):\n"
+    "    def compose(self):\n"
+    "        yield Static('minimal-app-painted')\n"
+    "Minimal().run()\n"
+)
+ESCAPES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+TIMEOUT_S = 60.0
+
+
+def timed_start(argv: list[str], markers: list[bytes], quit_key: bytes, env: dict[str, str]) -> list[float]:
+    """Seconds from spawning ``argv`` on an 80x24 pty until each marker first shows."""
+    leader, follower = pty.openpty()
+    os.set_blocking(leader, False)
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, env=env, cwd=ROOT,
+                               start_new_session=True)
+    os.close(follower)
+    seen: dict[bytes, float] = {}
+    screen = b""
+    try:
+        while len(seen) < len(markers):
+            if time.perf_counter() - start > TIMEOUT_S:
+                raise RuntimeError(f"{argv[-1]}: no {[m for m in markers if m not in seen]} within {TIMEOUT_S}s")
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except BlockingIOError:
+                continue
+            now = time.perf_counter()
+            screen += chunk
+            text = ESCAPES.sub(b"", screen)
+            for marker in markers:
+                if marker not in seen and marker in text:
+                    seen[marker] = now - start
+        os.write(leader, quit_key)
+        _drain_until_exit(leader, process)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        os.close(leader)
+    return [seen[marker] for marker in markers]
+
+
+def _drain_until_exit(leader: int, process: subprocess.Popen, wait_s: float = 10.0) -> None:
+    """Keep reading the pty (a full pty would block the app's last writes) until it exits."""
+    deadline = time.monotonic() + wait_s
+    while process.poll() is None and time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.1)
+        if ready:
+            try:
+                os.read(leader, 1 << 16)
+            except (BlockingIOError, OSError):
+                pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "XDG_CACHE_HOME": cache, "TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
+        env.pop("TEXTUAL_DRIVER", None)
+        console = [sys.executable, "-m", "console.cli", "watch", "--no-record", str(ARCHIVE)]
+        minimal = [sys.executable, "-c", MINIMAL]
+        # One open unpacks the archive into the cache; the measured opens find it there.
+        timed_start(console, [b"READ-ONLY", b"31.801"], b"q", env)
+        textual_s, first_paint_s, first_data_s = [], [], []
+        for _ in range(args.runs):
+            textual_s += timed_start(minimal, [b"minimal-app-painted"], b"\x11", env)
+            paint, data = timed_start(console, [b"READ-ONLY", b"31.801"], b"q", env)
+            first_paint_s.append(paint)
+            first_data_s.append(data)
+    base = statistics.median(textual_s)
+    paint = statistics.median(first_paint_s)
+    data = statistics.median(first_data_s)
+    print(json.dumps({
+        "benchmark": "console_first_paint",
+        "terminal": "80x24 pty",
+        "runs": args.runs,
+        "minimal_textual_first_paint_ms_median": round(base * 1000, 1),
+        "console_first_paint_ms_median": round(paint * 1000, 1),
+        "console_first_data_ms_median": round(data * 1000, 1),
+        "first_paint_ratio": round(paint / base, 3),
+        "first_data_ratio": round(data / base, 3),
+        "samples_ms": {"minimal": [round(s * 1000, 1) for s in textual_s],
+                       "first_paint": [round(s * 1000, 1) for s in first_paint_s],
+                       "first_data": [round(s * 1000, 1) for s in first_data_s]},
+        "targets": {"first_paint_ratio": 1.5, "first_data_ratio": 2.0},
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
