@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from console.formats.evaluations import RESULT_PREFIX, EvaluatorResult, evaluation_record, parse_result_line
-from console.formats.plainjson import append_json_line, dumps
+from console.formats.plainjson import append_json_line, atomic_write_bytes, dumps
 from console.formats.problems import FormatError
 
 PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
@@ -129,23 +129,38 @@ def output_dirs(argv: tuple[str, ...] | list[str], sync: tuple[str, ...]) -> lis
     return found
 
 
-def gateway_profile(stage: Path, sync: tuple[str, ...], argv: tuple[str, ...] | list[str] = ()) -> tuple[dict | None, str | None]:
-    """The profile the job wrote, and any reason it is unusable.
-
-    Looked for in the command's ``--output-dir`` (when synced), then in each ``<sync>/``.
-    """
+def _profile_dir(stage: Path, sync: tuple[str, ...], argv: tuple[str, ...] | list[str]) -> str | None:
+    """Where the job wrote its profile: the command's ``--output-dir`` (when synced), else
+    the first ``<sync>/`` holding a gateway_profile.json."""
     for rel in [*output_dirs(argv, sync), *sync]:
         path = stage / rel / GATEWAY_PROFILE
-        if not path.is_file() or path.is_symlink():
-            continue
-        try:
-            profile = json.loads(path.read_bytes())
-        except (OSError, ValueError) as exc:
-            return None, f"{rel}/{GATEWAY_PROFILE} is not valid JSON: {exc}"
-        if not isinstance(profile, dict):
-            return None, f"{rel}/{GATEWAY_PROFILE} is not a JSON object"
-        return profile, None
-    return None, None
+        if path.is_file() and not path.is_symlink():
+            return rel
+    return None
+
+
+def gateway_profile(stage: Path, sync: tuple[str, ...], argv: tuple[str, ...] | list[str] = ()) -> tuple[dict | None, str | None]:
+    """The profile the job wrote, and any reason it is unusable (see ``_profile_dir``)."""
+    rel = _profile_dir(stage, sync, argv)
+    if rel is None:
+        return None, None
+    try:
+        profile = json.loads((stage / rel / GATEWAY_PROFILE).read_bytes())
+    except (OSError, ValueError) as exc:
+        return None, f"{rel}/{GATEWAY_PROFILE} is not valid JSON: {exc}"
+    if not isinstance(profile, dict):
+        return None, f"{rel}/{GATEWAY_PROFILE} is not a JSON object"
+    return profile, None
+
+
+def record_profile_job(workspace: Path, stage: Path, sync: tuple[str, ...], argv: tuple[str, ...] | list[str],
+                       record: dict) -> None:
+    """Replace the synced copy of the job's profile with its job record, the form AKA's
+    sandbox writes (FORMATS §8); the ``PROFILE_JSON=`` line keeps the bare profile."""
+    rel = _profile_dir(stage, sync, argv)
+    target = None if rel is None else workspace / rel / GATEWAY_PROFILE
+    if target is not None and target.is_file() and not target.is_symlink():
+        atomic_write_bytes(target, dumps(record, indent=True) + b"\n")
 
 
 def profile_line(profile: dict) -> bytes:

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.formats.job_record import RECORD_NAME, JobRecord, job_dir, read_job_record
-from console.formats.plainjson import append_json_line
+from console.formats.plainjson import append_line
 from console.formats.problems import FormatError
+from console.formats.profile_record import profile_job_record
 from console.formats.telemetry_builders import (
     ENV_ITERATION,
     ENV_TRACE,
     new_operation_id,
+    record_line,
     sandbox_completed_record,
     sandbox_started_record,
     utc_timestamp,
@@ -104,7 +106,7 @@ def trace(record: dict) -> None:
     path = os.environ.get(ENV_TRACE)
     if path:
         try:
-            append_json_line(path, record)
+            append_line(path, record_line(record))  # byte for byte as AKA's sandbox writes it
         except OSError:
             pass  # telemetry must never fail the job it describes
 
@@ -304,6 +306,10 @@ def _run_in_slot(
         state = "succeeded" if code == results.EXIT_OK else "failed"
     if state == "failed" and message is None:
         message = result_error or profile_error or ("not all shapes pass" if result is not None else "no RESULT_JSON line")
+    if profile is not None:
+        error = None if state == "succeeded" else message
+        results.record_profile_job(workspace, writer.stage, request.sync, request.argv,
+                                   profile_job_record(writer.job_id, state, profile, error))
     return finish(
         writer,
         state,

@@ -18,6 +18,7 @@ import time
 
 from console.formats import profile_summary_text
 from console.formats.plainjson import atomic_write_bytes
+from console.formats.profile_record import bare_profile
 
 from . import diagnosis, source_evidence
 from .metric_names import KEY_METRICS, TENSOR_PATTERN
@@ -242,6 +243,7 @@ def assemble(outdir: str, level: str, program: str = "profile_driver.py", top: i
         except (OSError, ValueError) as exc:
             doc["note"] = "; ".join(filter(None, [doc.get("note"), f"--diff: cannot read {prev_path}: {exc}"]))
         else:
+            previous = bare_profile(previous)  # a synced copy is the sandbox's job record
             diff = diff_profiles(doc, previous if isinstance(previous, dict) else {})
             diff["against"] = diff_dir
             doc["diff"] = diff

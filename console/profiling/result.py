@@ -22,13 +22,18 @@ class ProfileResult(msgspec.Struct, frozen=True):
     stalls: tuple[tuple[str, float], ...]  # deep: top stall reasons (cycles per issued instruction)
     patterns: tuple[tuple[str, str, str, tuple[str, ...]], ...]
     dominant_kernel: str | None
+    kernel_count: int | None = None  # all the profiler saw, where the file says (a projection keeps at most 32)
+    kernels_omitted: int | None = None
+    job_id: str | None = None  # the gateway job's, when gateway_profile.json is its record
+    job_status: str | None = None
 
     def to_json(self) -> dict:
         return {"dir": self.dir, "level": self.level, "kernels": [k.to_json() for k in self.kernels],
                 "bottleneck": self.bottleneck, "symptoms": list(self.symptoms), "localize": list(self.localize),
                 "kernel_sha256": self.kernel_sha256, "stalls": [list(s) for s in self.stalls],
                 "patterns": [list(p[:3]) + [list(p[3])] for p in self.patterns],
-                "dominant_kernel": self.dominant_kernel}
+                "dominant_kernel": self.dominant_kernel, "kernel_count": self.kernel_count,
+                "kernels_omitted": self.kernels_omitted, "job_id": self.job_id, "job_status": self.job_status}
 
 
 def _dominant(doc: GatewayProfile):
@@ -65,4 +70,8 @@ def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]
         stalls=summary.stalls if summary is not None else (),
         patterns=patterns,
         dominant_kernel=(doc.dominant_kernel if doc is not None else None) or (summary.kernel if summary else None),
+        kernel_count=doc.kernel_count if doc is not None else None,
+        kernels_omitted=doc.kernels_omitted if doc is not None else None,
+        job_id=doc.job_id if doc is not None else None,
+        job_status=doc.job_status if doc is not None else None,
     ), problems
