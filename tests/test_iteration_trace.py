@@ -60,12 +60,13 @@ def test_phase_markers_field_for_field_with_receipt(tmp_path):
         assert record["timestamp"].endswith("+00:00")
         assert isinstance(record["monotonic_seconds"], float)
         receipt = {"action": action, "kind": "phase_marker", "marker_id": record["marker_id"], "phase": "profile", "schema": "atrex.iteration_trace.v1"}
-        expected = "ATREX_TRACE_EVENT=" + json.dumps(receipt, sort_keys=True, separators=(",", ":"))
+        # AKA's writer prints json.dumps(..., ensure_ascii=False, sort_keys=True): its separators too.
+        expected = "ATREX_TRACE_EVENT=" + json.dumps(receipt, ensure_ascii=False, sort_keys=True)
         assert proc.stdout.splitlines() == [expected]
     assert records[0]["monotonic_seconds"] < records[1]["monotonic_seconds"]
     raw = (tmp_path / "telemetry.jsonl").read_bytes().splitlines()
     for line in raw:
-        assert line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":")).encode()
+        assert line == json.dumps(json.loads(line), ensure_ascii=False, sort_keys=True).encode()
         assert parse_telemetry_line(line).phase == "profile"
 
 

@@ -23,7 +23,7 @@ if (_ROOT / "console" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from console.formats import telemetry_builders as tb  # noqa: E402
-from console.formats.plainjson import append_json_line  # noqa: E402
+from console.formats.plainjson import append_line  # noqa: E402
 from console.formats.problems import FormatError  # noqa: E402
 
 USAGE = (
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None, env: dict | None = None) -> int:
     if not trace:
         return 0
     try:
-        append_json_line(trace, record)
+        append_line(trace, tb.record_line(record))
     except OSError as exc:
         print(f"iteration_trace: cannot append to {trace}: {exc.strerror or exc}", file=sys.stderr)
         return 1

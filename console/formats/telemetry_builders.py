@@ -7,6 +7,7 @@ msgspec is not installed, so the builders live apart from the msgspec-backed rea
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -15,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .plainjson import dumps
 from .problems import FormatError
 
 SCHEMA_VERSION = "atrex_iteration_event_v1"
@@ -72,6 +72,18 @@ def phase_record(action: str, phase: str, env: Mapping[str, str] | None = None) 
     return record
 
 
+def aka_json(obj: Mapping[str, Any]) -> str:
+    """JSON as AKA's telemetry writers print it (``json.dumps(obj, ensure_ascii=False,
+    sort_keys=True)``: sorted keys, the default ``", "`` and ``": "`` separators), so that
+    a byte diff of episcope's lines against AKA's is clean."""
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+
+def record_line(record: Mapping[str, Any]) -> bytes:
+    """One telemetry.jsonl line, newline included."""
+    return (aka_json(record) + "\n").encode("utf-8")
+
+
 def phase_receipt(record: Mapping[str, Any]) -> str:
     receipt = {
         "action": record["action"],
@@ -80,7 +92,7 @@ def phase_receipt(record: Mapping[str, Any]) -> str:
         "phase": record["phase"],
         "schema": RECEIPT_SCHEMA,
     }
-    return RECEIPT_PREFIX + dumps(receipt).decode("utf-8")
+    return RECEIPT_PREFIX + aka_json(receipt)
 
 
 def safe_reference(source_kind: str, reference: str) -> str:
