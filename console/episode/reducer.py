@@ -9,7 +9,12 @@ Phase pairing follows FORMATS §2: markers pair per (iteration, attempt) by the 
 monotonic clock; an overlapping start, a mismatched end, an orphan end or an unclosed
 start makes that span ``partial`` and it is kept, never silently dropped. Orchestration
 time is each attempt's telemetry span minus the phase time attributed inside it; sandbox
-time is reported apart.
+time is reported apart. Beside its own pairing, each telemetry file also runs AKA's phase
+reader (phase_timing.py), whose measurement and reason codes the status reports as AKA would.
+
+The episode fields read one episode's runtime files: the live episode's, else, between
+episodes, the last archived one's (episodes.py tells them apart by path); ``episodes`` holds
+every episode's own, archived and live.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from console.formats.telemetry import FoldedTelemetry, TelemetryRecord, record_e
 
 from . import events as ev
 from .comparisons import Comparisons
+from .episodes import RuntimeFacts, build_history, by_episode
 from .guards import evaluate_guards
 from .job_logs import JobLogs
 from .kernels import dominant_kernel
+from .phase_timing import PhaseTimer
+from .phase_timing import combine as combine_timing
 from .registry import DOCUMENT_KINDS
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
 from .views import Prefix, combine
@@ -73,7 +81,7 @@ class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
     __slots__ = ("clocks", "count", "ids", "open", "ops_done", "ops_running", "orchestration", "reads", "reasons",
-                 "span_seconds", "spans", "totals")
+                 "span_seconds", "spans", "timer", "totals")
 
     def __init__(self) -> None:
         self.clocks: dict[tuple[str, str], _Clock] = {}  # (iteration, attempt) -> its clock
@@ -92,6 +100,7 @@ class _TelemetryFold:
         # the spans keep one string each instead of one per record.
         self.ids: dict[str, str] = {}
         self.reasons: dict[str, int] = {}  # partial span reason -> count
+        self.timer = PhaseTimer()  # the file as AKA's reader measures it (phase_timing.py)
 
     def _clock(self, iteration: str, attempt: str) -> _Clock:
         clock = self.clocks.get((iteration, attempt))
@@ -162,6 +171,8 @@ class _TelemetryFold:
                 elif mono < first:
                     first = mono
             event = record.event
+            if event[0] == "p":  # phase_started / phase_completed
+                self.timer.marker(event, record.phase, mono)
             if event == "phase_completed":
                 if current is None:
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
@@ -338,12 +349,44 @@ class Reducer:
 
     # -- snapshots -----------------------------------------------------------------------
 
-    def _latest(self, kind: str) -> Any:
-        docs = self._documents.get(kind)
-        if not docs:
+    def _latest(self, kind: str, within: set[str] | None = None) -> Any:
+        docs = self._documents.get(kind) or {}
+        paths = [p for p in docs if within is None or p in within]
+        if not paths:
             return None
-        path = max(docs, key=lambda p: (self._document_at.get(p) or 0.0, p))
-        return docs[path]
+        return docs[max(paths, key=lambda p: (self._document_at.get(p) or 0.0, p))]
+
+    def _episode_runtime(self) -> tuple[dict[int | None, set[str]], set[str], str | None]:
+        """Runtime files by episode (episodes.py), the ones the status's episode reads (the
+        live episode's, else, between episodes, the last archived one's) and which that is."""
+        groups = by_episode([*self._telemetry, *self._evaluations, *self._documents.get(ev.JOURNAL, ()),
+                             *self._documents.get(ev.HANDOFF, ())])
+        if groups.get(None):
+            return groups, groups[None], "live"
+        archived = [n for n in groups if n is not None]
+        return (groups, groups[max(archived)], "archived") if archived else (groups, set(), None)
+
+    def _runtime_facts(self, paths: set[str]) -> RuntimeFacts:
+        folds = [self._telemetry[p] for p in sorted(paths) if p in self._telemetry]
+        lists = [self._evaluations[p] for p in sorted(paths) if p in self._evaluations]
+        journal, handoff = self._latest(ev.JOURNAL, paths), self._latest(ev.HANDOFF, paths)
+        ops: dict[str, int] = {"running": 0, "succeeded": 0, "failed": 0}
+        seconds = [op.duration_seconds for f in folds for op in f.ops_done if op.duration_seconds is not None]
+        for fold in folds:
+            for op in fold.ops_done:
+                ops[op.status] = ops.get(op.status, 0) + 1
+            ops["running"] += len(fold.ops_running)
+        return RuntimeFacts(
+            telemetry_events=sum(f.count for f in folds) if folds else None,
+            phase_timing=combine_timing(f.timer.timing() for f in folds),
+            source_reads=sum(len(f.reads) for f in folds) if folds else None,
+            sandbox=MappingProxyType(ops) if folds else None,
+            sandbox_seconds=sum(seconds) if seconds else None,
+            evaluations=sum(len(records) for records in lists) if lists else None,
+            journal_state=journal.state if journal else None,
+            journal_experiments=len(journal.experiments or ()) if journal else None,
+            handoff=handoff.status if handoff else None,
+        )
 
     def _all(self, kind: str, sort_key: Callable[[Any], Any] | None = None) -> tuple[Any, ...]:
         docs = self._documents.get(kind)
@@ -356,7 +399,8 @@ class Reducer:
     def snapshot(self) -> EpisodeState:
         if self._snapshot is not None:
             return self._snapshot
-        folds = [self._telemetry[p] for p in sorted(self._telemetry)]
+        groups, current, runtime = self._episode_runtime()
+        folds = [self._telemetry[p] for p in sorted(self._telemetry) if p in current]
         totals: dict[str, _Tally] = {}
         for fold in folds:
             for phase, tally in fold.totals.items():
@@ -386,7 +430,7 @@ class Reducer:
                 span_seconds = (span_seconds or 0.0) + fold.span_seconds
                 orchestration = (orchestration or 0.0) + (fold.orchestration or 0.0)
         running_ops = tuple(op for fold in folds for op in fold.ops_running.values())
-        evaluations = combine([Prefix(self._evaluations[p]) for p in sorted(self._evaluations)])
+        evaluations = combine([Prefix(self._evaluations[p]) for p in sorted(self._evaluations) if p in current])
         by_sha: dict[str, list[EvaluationRecord]] = {}
         for record in evaluations:
             sha = record.kernel_sha256
@@ -402,8 +446,9 @@ class Reducer:
             supervisor=self._latest(ev.STATE),
             active_episode=self._latest(ev.ACTIVE_EPISODE),
             attempts=self._all(ev.ATTEMPT),
-            journal=self._latest(ev.JOURNAL),
-            handoff=self._latest(ev.HANDOFF),
+            journal=self._latest(ev.JOURNAL, current),
+            handoff=self._latest(ev.HANDOFF, current),
+            runtime=runtime,
             live_memory=self._latest(ev.LIVE_MEMORY),
             telemetry_summaries=self._all(ev.TELEMETRY_SUMMARY),
             git=self._latest(ev.GIT),
@@ -418,6 +463,7 @@ class Reducer:
             sandbox_operations=combine([Prefix(f.ops_done) for f in folds] + [running_ops]),
             running_operations=running_ops,
             telemetry_events=sum(f.count for f in folds),
+            phase_timing=combine_timing(f.timer.timing() for f in folds),
             evaluations=evaluations,
             evaluations_by_sha=MappingProxyType({k: tuple(v) for k, v in by_sha.items()}),
             versions=versions,
@@ -439,6 +485,17 @@ class Reducer:
         )
         state = replace(state, abba_comparisons=self._comparisons.abba(state.abba, state.abba_runs),
                         measure_comparisons=self._comparisons.measure(state.measure_runs))
+        live = groups.get(None)
+        live_journal = self._latest(ev.JOURNAL, live) if live else None
+        active_episode = state.active_episode
+        state = replace(state, episodes=build_history(
+            [*(state.supervisor.attempts or () if state.supervisor else ()), *state.attempts],
+            active_episode,
+            {n: self._runtime_facts(paths) for n, paths in groups.items() if n is not None},
+            self._runtime_facts(live) if live else None,
+            active_episode.episode if active_episode else (live_journal.episode if live_journal else None),
+            state.abba_comparisons,
+        ))
         state = _with_alerts(state)
         self._snapshot = state
         return state

@@ -51,6 +51,10 @@ from .git_facts import GitFacts
 from .preflight import Preflight
 
 Layout = Literal["lines", "document", "directory", "derived"]
+# Where an ended episode's runtime and ABBA directories are archived (console.episode.episodes):
+# the same files as a live episode's, read by the same rows, told apart by their path.
+ARCHIVED = ".atrex_long_horizon/episodes/e<N>/episode_runtime/"
+ARCHIVED_VERIFY = ".atrex_long_horizon/episodes/e<N>/verification_runtime/*/"
 
 
 class Artifact(msgspec.Struct, frozen=True):
@@ -76,18 +80,18 @@ class Artifact(msgspec.Struct, frozen=True):
 
 
 ARTIFACTS: tuple[Artifact, ...] = (
-    Artifact(ev.TELEMETRY, (".atrex_long_horizon/telemetry.jsonl",), "lines", telemetry.TelemetryRecord,
+    Artifact(ev.TELEMETRY, (".atrex_long_horizon/telemetry.jsonl", ARCHIVED + "telemetry.jsonl"), "lines", telemetry.TelemetryRecord,
              telemetry.parse_telemetry_line, about="phase markers, source reads, sandbox operations (FORMATS §2)"),
-    Artifact(ev.EVALUATION, (".atrex_long_horizon/evaluations.jsonl",), "lines", evaluations.EvaluationRecord,
+    Artifact(ev.EVALUATION, (".atrex_long_horizon/evaluations.jsonl", ARCHIVED + "evaluations.jsonl"), "lines", evaluations.EvaluationRecord,
              evaluations.parse_evaluation_line, about="one evaluator result per line"),
     Artifact(ev.STATE, (".atrex_long_horizon/state.json",), "document", supervisor.SupervisorState,
              supervisor.read_state, supervisor.parse_state, campaign_only=True, about="the supervisor's state"),
     Artifact(ev.ACTIVE_EPISODE, (".atrex_long_horizon/active_episode.json",), "document", supervisor.ActiveEpisode,
              supervisor.read_active_episode, supervisor.parse_active_episode, campaign_only=True,
              about="the episode running now"),
-    Artifact(ev.JOURNAL, (".atrex_long_horizon/journal.json",), "document", journal.Journal,
+    Artifact(ev.JOURNAL, (".atrex_long_horizon/journal.json", ARCHIVED + "journal.json"), "document", journal.Journal,
              journal.read_journal, journal.parse_journal, about="the episode's experiment journal"),
-    Artifact(ev.HANDOFF, (".atrex_long_horizon/handoff.json",), "document", handoff.Handoff,
+    Artifact(ev.HANDOFF, (".atrex_long_horizon/handoff.json", ARCHIVED + "handoff.json"), "document", handoff.Handoff,
              handoff.read_handoff, handoff.parse_handoff, about="the candidate handed to the supervisor"),
     Artifact(ev.ATTEMPT, (".atrex_long_horizon/episodes/*/attempt.json",), "document", supervisor.Attempt,
              supervisor.read_attempt, supervisor.parse_attempt, campaign_only=True, about="an archived episode"),
@@ -105,9 +109,9 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact(ev.MEMORY_VERSION, ("memory/v<N>.json",), "document", memory.MemoryVersion,
              memory.read_memory_version, memory.parse_memory_version, campaign_only=True,
              about="a canonical memory version"),
-    Artifact(ev.ABBA, ("**/.atrex_long_horizon_verify/*/result.json",), "document", abba.AbbaVerdict,
+    Artifact(ev.ABBA, ("**/.atrex_long_horizon_verify/*/result.json", ARCHIVED_VERIFY + "result.json"), "document", abba.AbbaVerdict,
              abba.read_abba_verdict, abba.parse_verdict, about="an ABBA verification's verdict"),
-    Artifact(ev.ABBA_RUN, ("**/.atrex_long_horizon_verify/*/runs.jsonl",), "lines", abba.AbbaRun,
+    Artifact(ev.ABBA_RUN, ("**/.atrex_long_horizon_verify/*/runs.jsonl", ARCHIVED_VERIFY + "runs.jsonl"), "lines", abba.AbbaRun,
              abba.parse_abba_run_line, abba.parse_abba_run, about="ABBA runs as they complete"),
     Artifact(ev.PROFILE, ("profiles/**/gateway_profile.json", "profiles/**/summary.txt"), "directory", ProfileResult,
              load_profile_dir, about="one profile directory"),

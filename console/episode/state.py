@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Never
 import msgspec
 
 if TYPE_CHECKING:
+    from console.episode.episodes import EpisodeRecord
     from console.episode.git_facts import GitFacts
+    from console.episode.phase_timing import PhaseTiming
     from console.episode.preflight import Preflight
     from console.formats.abba import AbbaRun, AbbaVerdict
     from console.formats.evaluations import EvaluationRecord
@@ -167,6 +169,11 @@ class EpisodeState(msgspec.Struct, frozen=True):
     sandbox_operations: Sequence[SandboxOperation] = ()  # completed, then running
     running_operations: tuple[SandboxOperation, ...] = ()  # started, not yet completed
     telemetry_events: int = 0
+    phase_timing: PhaseTiming | None = None  # AKA's own phase measurement of the same files (phase_timing.py)
+    # Whose runtime files the episode fields above read: "live" (the running episode's),
+    # "archived" (between episodes: the last one's, under episodes/eNNNN/), None (no file).
+    runtime: str | None = None
+    episodes: tuple[EpisodeRecord, ...] = ()  # every episode of the campaign, oldest first (episodes.py)
     # Evaluations, canonical memory, verification.
     evaluations: Sequence[EvaluationRecord] = ()  # in file order
     evaluations_by_sha: Mapping[str, tuple[EvaluationRecord, ...]] = EMPTY

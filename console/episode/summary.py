@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "episcope-status/v1"
+SCHEMA_VERSION = "episcope-status/v2"
 
 
 def to_jsonable(value: Any) -> Any:
@@ -100,6 +100,7 @@ def episode_facts(state: EpisodeState) -> dict[str, Any]:
         "handoff": handoff.status if handoff else None,
         "candidate_commit": handoff.candidate_commit if handoff else journal.candidate_commit if journal else None,
         "head": git.head if git else None,
+        "runtime": state.runtime,
     }
 
 
@@ -109,7 +110,8 @@ def _phases(state: EpisodeState) -> dict[str, Any]:
         for phase, total in state.phase_totals.items()
     }
     for span in state.open_spans:
-        entry = phases.setdefault(span.phase, {"wall_seconds": None, "intervals": 0, "measurement": "partial"})
+        # An open phase has no interval yet: AKA's reader calls that unavailable.
+        entry = phases.setdefault(span.phase, {"wall_seconds": None, "intervals": 0, "measurement": "unavailable"})
         entry["active"] = True
     return phases
 
@@ -124,6 +126,8 @@ def _last_evaluation(state: EpisodeState) -> dict[str, Any] | None:
         "latency_us_geomean": record.result.latency_us_geomean,
         "timestamp": record.timestamp,
         "schema_version": record.schema_version,
+        "gateway_kind": record.gateway_kind,
+        "job_id": record.job_id,
     }
 
 
@@ -155,6 +159,9 @@ def _versions(state: EpisodeState) -> list[dict[str, Any]]:
                 "correctness": v.correctness_status,
                 "measurement_subject": v.measurement_subject,
                 "git_commit_hash": v.git_commit_hash,
+                "candidate_commit": v.long_horizon.candidate_commit if v.long_horizon else None,
+                "quality_gate": None if v.quality_gate is None
+                else {"result": v.quality_gate.result, "failure_reason": v.quality_gate.failure_reason},
             }
         )
     return out
@@ -171,6 +178,10 @@ def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
             "symptoms": list(profile.symptoms),
             "localize": list(profile.localize),
             "kernel_sha256": profile.kernel_sha256,
+            "patterns": [{"id": p[0], "severity": p[1], "label": p[2]} for p in profile.patterns],
+            "kernel_count": profile.kernel_count,
+            "kernels_omitted": profile.kernels_omitted,
+            "job": None if profile.job_id is None else {"job_id": profile.job_id, "status": profile.job_status},
         }
         for profile in state.profiles
     ]
@@ -249,6 +260,70 @@ def _timeline(state: EpisodeState) -> list[dict[str, Any]]:
         }
         for r in state.timeline_receipts
     ]
+
+
+def _attempts(state: EpisodeState) -> list[dict[str, Any]]:
+    """The supervisor's record of each ended episode (state.json ``attempts``)."""
+    listed = state.supervisor.attempts if state.supervisor is not None else None
+    return [
+        {
+            "episode": a.episode,
+            "version": a.version,
+            "mode": a.mode,
+            "status": a.status,
+            "accepted": a.accepted,
+            "violation": a.violation,
+            "tokens": a.tokens,
+            "resume_count": a.resume_count,
+            "gate": a.verification.gate if a.verification else None,
+            "improvement_pct": a.verification.improvement_pct if a.verification else None,
+            "candidate_commit": a.candidate_commit,
+            "promotion_commit": a.promotion_commit,
+            "telemetry": None if a.telemetry is None
+            else {"measurement": a.telemetry.measurement, "reason_codes": list(a.telemetry.reason_codes or ())},
+        }
+        for a in listed or ()
+    ]
+
+
+def _live_memory(state: EpisodeState) -> dict[str, Any] | None:
+    live = state.live_memory
+    if live is None:
+        return None
+    return {
+        "version": live.version,
+        "episode": live.episode,
+        "phase": live.phase,
+        "journal_state": live.journal_state,
+        "experiment_count": live.experiment_count,
+        "candidate_commit": live.candidate_commit,
+        "canonical_memory_recorded": live.canonical_memory_recorded,
+        "updated_at": live.updated_at,
+    }
+
+
+def _telemetry_summaries(state: EpisodeState) -> list[dict[str, Any]]:
+    """Each archived episode's token use by phase, as its telemetry.summary.json says."""
+    out = []
+    for summary in state.telemetry_summaries:
+        block = summary.phase_tokens
+        phases = {}
+        for name, entry in ((block.phases or {}) if block else {}).items():
+            phases[name] = {
+                "total_tokens": entry.usage.total_tokens if entry.usage else None,
+                "interval_count": entry.interval_count,
+                "measurement": entry.measurement,
+                "reason": entry.reason,
+            }
+        out.append({
+            "episode": summary.episode,
+            "version": summary.version,
+            "control_tokens": summary.control_tokens,
+            "measurement": summary.measurement,
+            "reason_codes": list(summary.reason_codes or ()),
+            "phases": phases,
+        })
+    return out
 
 
 def _supervisor(supervisor: SupervisorState | None) -> dict[str, Any] | None:
@@ -330,6 +405,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         if active is None
         else {"phase": active.phase, "iteration_id": active.iteration_id, "attempt_id": active.attempt_id, "started_at": active.start_at},
         "phases": _phases(state),
+        "phase_timing": None if state.phase_timing is None else state.phase_timing.to_json(),
         "orchestration_seconds": state.orchestration_seconds,
         "telemetry_events": state.telemetry_events,
         "source_reads": len(state.source_reads),
@@ -338,6 +414,10 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "incumbent": _incumbent(state),
         "versions": _versions(state),
         "supervisor": _supervisor(state.supervisor),
+        "attempts": _attempts(state),
+        "episodes": [record.to_json() for record in state.episodes],
+        "live_memory": _live_memory(state),
+        "telemetry_summaries": _telemetry_summaries(state),
         "journal": None
         if state.journal is None
         else {"state": state.journal.state, "experiments": len(state.journal.experiments or ())},

@@ -76,6 +76,7 @@ class Experience(Record, frozen=True):
 
 class LongHorizon(Record, frozen=True):
     status: str | None = None
+    candidate_commit: str | None = None  # the episode's candidate, promoted or not
     mode: str | None = None
     verification: str | None = None  # abba | single_evaluator
 

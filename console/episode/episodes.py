@@ -1,0 +1,195 @@
+"""Every episode of a campaign, live or archived: the campaign view.
+
+While an episode runs, its runtime files (telemetry, evaluations, journal, handoff) sit in
+the episode worktree's ``.atrex_long_horizon/`` and its ABBA directory under
+``verification_artifacts/.atrex_long_horizon_verify/<uuid>/``. When it ends, the supervisor
+copies them to ``.atrex_long_horizon/episodes/eNNNN/episode_runtime/`` and
+``episodes/eNNNN/verification_runtime/<uuid>/``, records the outcome in
+``episodes/eNNNN/attempt.json`` and removes ``active_episode.json`` (FORMATS §7). A file's
+path therefore says which episode it belongs to (``archived_episode``); every other runtime
+file belongs to the episode running now.
+
+An ``EpisodeRecord`` is one row of the history: what the episode's own files say. A value
+no file gives is ``None``, and ``unknown`` says why, never 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from .phase_timing import PhaseTiming
+
+if TYPE_CHECKING:
+    from console.formats.supervisor import ActiveEpisode, Attempt
+
+    from .state import AbbaComparison
+
+_ARCHIVED = re.compile(r"(?:^|[/\\])\.atrex_long_horizon[/\\]episodes[/\\]e([0-9]+)[/\\]")
+
+
+def archived_episode(path: str) -> int | None:
+    """The episode number of a file under ``.atrex_long_horizon/episodes/eNNNN/``, else None."""
+    found = _ARCHIVED.search(path)
+    return int(found.group(1)) if found else None
+
+
+def by_episode(paths: Iterable[str]) -> dict[int | None, set[str]]:
+    """Runtime files grouped by the archived episode they belong to (None: the live one)."""
+    groups: dict[int | None, set[str]] = {}
+    for path in paths:
+        groups.setdefault(archived_episode(path), set()).add(path)
+    return groups
+
+
+class RuntimeFacts(msgspec.Struct, frozen=True):
+    """What one episode's runtime files say (the reducer folds them)."""
+
+    telemetry_events: int | None  # None: no telemetry file
+    phase_timing: PhaseTiming | None
+    source_reads: int | None
+    sandbox: Mapping[str, int] | None  # succeeded / failed / running operations
+    sandbox_seconds: float | None
+    evaluations: int | None  # None: no evaluations file
+    journal_state: str | None
+    journal_experiments: int | None
+    handoff: str | None  # the handoff's status
+
+
+class Verification(msgspec.Struct, frozen=True):
+    directory: str | None
+    gate: str | None  # None until result.json is in
+    improvement_pct: float | None
+
+
+NO_RUNTIME = RuntimeFacts(None, None, None, None, None, None, None, None, None)
+
+
+class EpisodeRecord(msgspec.Struct, frozen=True):
+    episode: int | None
+    source: str  # "live" (runs now) | "archived" (episodes/eNNNN/)
+    version: int | None  # the memory version it records
+    mode: str | None
+    phase: str | None  # the supervisor's phase of a live episode (active_episode.json)
+    status: str | None  # the terminal status: candidate_ready | pivot | blocked | invalid_handoff ...
+    accepted: bool | None
+    gate: str | None  # the supervisor's verdict: PASS | FAIL | ERROR
+    improvement_pct: float | None
+    candidate_commit: str | None
+    promotion_commit: str | None
+    tokens: int | None
+    runtime: RuntimeFacts
+    verifications: tuple[Verification, ...]
+    unknown: Mapping[str, str]  # field -> why it is null
+
+    def to_json(self) -> dict[str, object]:
+        runtime = self.runtime
+        return {
+            "episode": self.episode,
+            "source": self.source,
+            "version": self.version,
+            "mode": self.mode,
+            "phase": self.phase,
+            "status": self.status,
+            "accepted": self.accepted,
+            "gate": self.gate,
+            "improvement_pct": self.improvement_pct,
+            "candidate_commit": self.candidate_commit,
+            "promotion_commit": self.promotion_commit,
+            "tokens": self.tokens,
+            "telemetry_events": runtime.telemetry_events,
+            "phase_timing": None if runtime.phase_timing is None else runtime.phase_timing.to_json(),
+            "source_reads": runtime.source_reads,
+            "sandbox": None if runtime.sandbox is None else {**runtime.sandbox, "seconds": runtime.sandbox_seconds},
+            "evaluations": runtime.evaluations,
+            "journal": None if runtime.journal_state is None and runtime.journal_experiments is None
+            else {"state": runtime.journal_state, "experiments": runtime.journal_experiments},
+            "handoff": runtime.handoff,
+            "verifications": [msgspec.to_builtins(v) for v in self.verifications],
+            "unknown": dict(self.unknown),
+        }
+
+
+def build_history(
+    attempts: Iterable[Attempt],
+    active: ActiveEpisode | None,
+    archived: Mapping[int, RuntimeFacts],
+    live: RuntimeFacts | None,
+    live_number: int | None,
+    comparisons: Sequence[AbbaComparison],
+) -> tuple[EpisodeRecord, ...]:
+    """One record per episode, oldest first: each archived one (an attempt record, archived
+    runtime files or an archived ABBA directory), then the live one when there is one and it
+    is not one of those already (its worktree outliving its archive)."""
+    by_number: dict[int, Attempt] = {}
+    for attempt in attempts:  # later records of an episode (its attempt.json) win
+        if attempt.episode is not None:
+            by_number[attempt.episode] = attempt
+    checks: dict[int | None, list[Verification]] = {}
+    for comparison in comparisons:
+        verdict = comparison.verdict
+        number = archived_episode(comparison.directory) if comparison.directory else None
+        checks.setdefault(number, []).append(Verification(
+            comparison.directory, verdict.gate if verdict else None, verdict.improvement_pct if verdict else None))
+    numbers = sorted({*by_number, *archived, *(n for n in checks if n is not None)})
+    if live is not None and live_number in numbers:
+        # The episode ended but its worktree is still there: one record, its own checks too.
+        checks.setdefault(live_number, []).extend(checks.pop(None, []))
+    records = [
+        _record(n, "archived", by_number.get(n), None,
+                archived.get(n) or (live if n == live_number and live is not None else NO_RUNTIME), checks.get(n, []))
+        for n in numbers
+    ]
+    if (live is not None or active is not None) and live_number not in numbers:
+        records.append(_record(live_number, "live", None, active, live or NO_RUNTIME, checks.get(None, [])))
+    return tuple(records)
+
+
+def _record(number: int | None, source: str, attempt: Attempt | None, active: ActiveEpisode | None,
+            runtime: RuntimeFacts, verifications: list[Verification]) -> EpisodeRecord:
+    verdict = attempt.verification if attempt is not None else None
+    version = attempt.version if attempt is not None else (active.memory_version if active is not None else None)
+    return EpisodeRecord(
+        episode=number,
+        source=source,
+        version=version,
+        mode=attempt.mode if attempt is not None else (active.mode if active is not None else None),
+        phase=active.phase if active is not None else None,
+        status=attempt.status if attempt is not None else (active.terminal_status if active is not None else None),
+        accepted=attempt.accepted if attempt is not None else None,
+        gate=verdict.gate if verdict is not None else None,
+        improvement_pct=verdict.improvement_pct if verdict is not None else None,
+        candidate_commit=attempt.candidate_commit if attempt is not None else None,
+        promotion_commit=attempt.promotion_commit if attempt is not None else None,
+        tokens=attempt.tokens if attempt is not None else None,
+        runtime=runtime,
+        verifications=tuple(verifications),
+        unknown=why_unknown(runtime, archived=source == "archived", has_attempt=attempt is not None,
+                            verified=verdict is not None),
+    )
+
+
+def why_unknown(runtime: RuntimeFacts, *, archived: bool, has_attempt: bool, verified: bool) -> Mapping[str, str]:
+    """A reason for each runtime fact and outcome no file gave."""
+    where = "episodes/eNNNN/episode_runtime/" if archived else "the episode worktree's .atrex_long_horizon/"
+    reasons: dict[str, str] = {}
+    if runtime.telemetry_events is None:
+        for key in ("telemetry_events", "phase_timing", "source_reads", "sandbox"):
+            reasons[key] = f"no telemetry.jsonl in {where}"
+    if runtime.evaluations is None:
+        reasons["evaluations"] = f"no evaluation recorded in {where}"
+    if runtime.journal_state is None and runtime.journal_experiments is None:
+        reasons["journal"] = f"no readable journal.json in {where}"
+    if runtime.handoff is None:
+        reasons["handoff"] = f"no readable handoff.json in {where}"
+    if not has_attempt:
+        outcome = "the episode is still running" if not archived else "no readable attempt.json for this episode"
+        for key in ("accepted", "gate", "tokens"):
+            reasons[key] = outcome
+    elif not verified:
+        reasons["gate"] = "the attempt records no verification"
+    return MappingProxyType(reasons)
