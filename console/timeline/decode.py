@@ -158,6 +158,11 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
         same[rpo - 1::rpo] = False
     else:
         committed = (tag_all >= abi.COMMITTED).reshape(owners, rpo)
+        # A slot without the committed flag must be all zero: anything in it is a torn or
+        # stray write, and the capture is not trusted (AKA's decoder refuses it too).
+        stray = ~committed.reshape(-1) & ((words[:, 0] | words[:, 1] | words[:, 2] | tag_all) != 0)
+        _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag",
+                        np.flatnonzero(stray))
         per_owner = committed.sum(axis=1)
         first_empty = np.where(per_owner == rpo, rpo, np.argmin(committed, axis=1))
         holed = np.flatnonzero(per_owner > first_empty)

@@ -222,7 +222,7 @@ def normalize(trace: dict, launch: dict, dictionary_obj: dict) -> tuple[dict, di
     columns = columns[order]
     per_owner = np.bincount(columns[:, 0])
     manifest = warp_writers_manifest(grid, block, int(launch.get("gridId") or 0), int(per_owner.max()),
-                                     backend="iket")
+                                     producer="iket")
     events = {"owner": columns[:, 0], "timestamp_ns": columns[:, 1], "site": columns[:, 2],
               "kind": columns[:, 3], "sm": columns[:, 4]}
     return manifest, events

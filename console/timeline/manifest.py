@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST_SCHEMA = "atrex-autonomous-timeline-manifest/v1"
-# "cuda": written by the device probe; "iket": normalized from an IKeT run by export-iket.
-BACKENDS = ("cuda", "iket")
+# An ATREXLT1 buffer is a CUDA capture (AKA's decoder refuses any other backend). A buffer
+# that export-iket normalized from an IKeT run says so under ``producer``, a key AKA ignores.
+BACKEND = "cuda"
 EVENTS_SCHEMA = "atrex-autonomous-timeline-events/v1"
 SITE_KINDS = ("any", "range", "instant", "counter")
 
@@ -96,8 +97,8 @@ def parse_manifest(obj) -> Manifest:
         raise SpecError([f"manifest must be a JSON object, got {type(obj).__name__}"])
     if obj.get("schema") != MANIFEST_SCHEMA:
         errors.append(f"manifest schema must be {MANIFEST_SCHEMA!r}, got {obj.get('schema')!r}")
-    if obj.get("backend") not in BACKENDS:
-        errors.append(f"manifest backend must be one of {', '.join(BACKENDS)}, got {obj.get('backend')!r}")
+    if obj.get("backend") != BACKEND:
+        errors.append(f"manifest backend must be {BACKEND}, got {obj.get('backend')!r}")
     grid = _dims(obj.get("grid"), "grid", errors)
     block = _dims(obj.get("block"), "block", errors)
     launch_id = _int(obj.get("launch_id"), "launch_id", errors, 0, 2**64 - 1)
@@ -195,13 +196,16 @@ def load_json(path: str | Path):
 
 
 def warp_writers_manifest(grid, block, launch_id: int, records_per_owner: int, warps=None,
-                          backend: str = "cuda") -> dict:
-    """A manifest with lane 0 of each listed warp (default: every warp of the block) as writer."""
+                          producer: str | None = None) -> dict:
+    """A manifest with lane 0 of each listed warp (default: every warp of the block) as
+    writer; ``producer`` names a tool other than the device probe that made the buffer."""
     threads = int(block[0]) * int(block[1]) * int(block[2])
     warp_ids = list(range((threads + 31) // 32)) if warps is None else list(warps)
+    extra = {} if producer is None else {"producer": producer}
     return {
         "schema": MANIFEST_SCHEMA,
-        "backend": backend,
+        "backend": BACKEND,
+        **extra,
         "grid": [int(v) for v in grid],
         "block": [int(v) for v in block],
         "launch_id": int(launch_id),
