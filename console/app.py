@@ -194,24 +194,29 @@ class EpiscopeApp(App):
         if self.replay is not None:
             yield ReplayBar(id="replay-bar")
         yield Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
-        yield KeyBar()
+        # A class given here costs nothing; added to the app once mounted, it restyled every widget.
+        yield KeyBar(classes="-readonly" if self.readonly else None)
 
     def panes(self) -> list[Pane]:
         return sorted(self.query(Pane), key=lambda p: p.number or 0)
 
     def on_mount(self) -> None:
-        if self.readonly:
-            self.add_class("-readonly")
-        keymap, warning = load_keymap(config_file(), self.binding_ids())
-        self.set_keymap(keymap)
-        if warning:
-            self.notify(warning, severity="warning", timeout=20, markup=False)
         self.query_one("#filter", Input).display = False
         self.set_interval(TICK_SECONDS, self._tick)
         if self.replay is not None:
             self.set_interval(REPLAY_SECONDS, self._replay_tick)
         self.draw_pending()
         self.query_one("#phases", Pane).focus_pane()
+        # The rest waits for the first frame: checking the keymap's ids imports every screen
+        # (the timeline's brings numpy), and the scan's thread and the GPU sampler would
+        # compete with the first paint for the interpreter (benchmarks/console_first_paint.py).
+        self.call_after_refresh(self._after_first_paint)
+
+    def _after_first_paint(self) -> None:
+        keymap, warning = load_keymap(config_file(), self.binding_ids())
+        self.set_keymap(keymap)
+        if warning:
+            self.notify(warning, severity="warning", timeout=20, markup=False)
         if self.session is not None:
             self.follow_session()
         if self.samples_gpu():

@@ -38,8 +38,8 @@ class KeyBar(Widget):
     """
     COMPONENT_CLASSES = {"key-bar--key", "key-bar--description"}
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.shown: tuple[Shown, ...] = ()
         self.spans: list[tuple[int, int, Shown]] = []  # (first column, end column, key) for clicks
 
