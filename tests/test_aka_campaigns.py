@@ -204,3 +204,17 @@ def test_inflight_profile_job_record_reads_as_akas_gateway_result(inflight):
     assert ours["bottleneck"] == theirs["kernels"][0]["bound"]
     assert ours["job"] == {"job_id": theirs["job_id"], "status": theirs["status"]}
     assert status["unreadable"] == []
+
+
+def test_bundled_example_history_says_why_tokens_are_null(tmp_path):
+    """The bundled H200 episode was scripted: its attempt records no token count, and the
+    history says so instead of a 0; its worktree outlived the archive, so one record."""
+    archive = Path(__file__).resolve().parents[1] / "examples" / "episodes" / "row_softmax-h200.tar.gz"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        status = status_document(Session(str(archive)).scan(), now=0.0)
+    (record,) = status["episodes"]
+    assert record["episode"] == 1 and record["source"] == "archived" and record["gate"] == "PASS"
+    assert record["tokens"] is None and record["unknown"]["tokens"] == "the attempt records no tokens"
+    assert record["evaluations"] == status["evaluations"]["count"] > 0
+    assert [v["gate"] for v in record["verifications"]] == ["PASS"]

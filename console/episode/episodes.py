@@ -168,12 +168,11 @@ def _record(number: int | None, source: str, attempt: Attempt | None, active: Ac
         tokens=attempt.tokens if attempt is not None else None,
         runtime=runtime,
         verifications=tuple(verifications),
-        unknown=why_unknown(runtime, archived=source == "archived", has_attempt=attempt is not None,
-                            verified=verdict is not None),
+        unknown=why_unknown(runtime, archived=source == "archived", attempt=attempt),
     )
 
 
-def why_unknown(runtime: RuntimeFacts, *, archived: bool, has_attempt: bool, verified: bool) -> Mapping[str, str]:
+def why_unknown(runtime: RuntimeFacts, *, archived: bool, attempt: Attempt | None) -> Mapping[str, str]:
     """A reason for each runtime fact and outcome no file gave."""
     where = "episodes/eNNNN/episode_runtime/" if archived else "the episode worktree's .atrex_long_horizon/"
     reasons: dict[str, str] = {}
@@ -186,10 +185,14 @@ def why_unknown(runtime: RuntimeFacts, *, archived: bool, has_attempt: bool, ver
         reasons["journal"] = f"no readable journal.json in {where}"
     if runtime.handoff is None:
         reasons["handoff"] = f"no readable handoff.json in {where}"
-    if not has_attempt:
+    if attempt is None:
         outcome = "the episode is still running" if not archived else "no readable attempt.json for this episode"
         for key in ("accepted", "gate", "tokens"):
             reasons[key] = outcome
-    elif not verified:
-        reasons["gate"] = "the attempt records no verification"
+    else:
+        if attempt.verification is None:
+            reasons["gate"] = "the attempt records no verification"
+        for key in ("accepted", "tokens"):
+            if getattr(attempt, key) is None:
+                reasons[key] = f"the attempt records no {key}"
     return MappingProxyType(reasons)
