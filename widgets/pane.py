@@ -41,13 +41,20 @@ class PaneRow(Horizontal):
     """A row of panes; it folds to one line of notes when every pane in it is empty."""
 
     folded = False
+    open_height: int | None = None  # the row's height while it has data (None: the stylesheet's)
 
     def fold(self) -> None:
         panes = [child for child in self.children if isinstance(child, Pane)]
         folded = bool(panes) and all(pane.empty for pane in panes)
         if folded != self.folded:
             self.folded = folded
-            self.styles.height = FOLDED_ROW_HEIGHT if folded else None  # None: the stylesheet's height
+            self.styles.height = FOLDED_ROW_HEIGHT if folded else self.open_height
+
+    def set_open_height(self, height: int | None) -> None:
+        """The height while the row has data (the screen sets it for short terminals)."""
+        self.open_height = height
+        if not self.folded:
+            self.styles.height = height
 
 
 class Pane(Vertical):
