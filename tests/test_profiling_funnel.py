@@ -88,7 +88,7 @@ def test_sol_fills_the_profile_json_contract(tmp_path):
     assert doc["total_duration_us"] == pytest.approx(k["duration"] / 1000, rel=1e-3)
     metrics_key = json.loads((out / "analysis" / "metrics_key_run.json").read_text())
     # sol reads the tensor pipe too (pattern F needs it): a copy leaves it idle
-    assert metrics_key["kernels"][0]["key_metrics"]["tensor_pct"] < 1
+    assert metrics_key["episcope"]["kernels"][0]["key_metrics"]["tensor_pct"] < 1
 
 
 def test_kernel_sha256_is_the_file_the_profile_was_taken_on(tmp_path):

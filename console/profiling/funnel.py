@@ -4,6 +4,11 @@
 DIR/analysis/ncu_raw.csv (and ncu_details.csv, the source pages with --source) and writes
 gateway_profile.json (PROFILE_JSON), summary.txt and analysis/metrics_key_run.json.
 tools/profile_nvidia.sh calls it after ncu; it also re-runs on kept CSVs without a GPU.
+
+metrics_key_run.json is in AKA's layout, which AKA's classify_ncu.py reads: one flat object
+``{ncu metric name: value, ..., "__kernel_name__": name}`` for the kernel the summary is
+about (every metric ncu reported for it, medians over its launches). episcope's own
+per-kernel view sits under ``"episcope"``, a key AKA's reader ignores.
 """
 
 from __future__ import annotations
@@ -70,8 +75,22 @@ def group_kernels(launches: list[Launch], details: list[Launch]) -> list[dict]:
                 if r not in rules:
                     rules.append(r)
         kernels.append({"name": name, "launches": len(group), "ids": [launch.id for launch in group],
-                        "total_duration_ns": total, "key": m, "ncu_rules": rules})
+                        "total_duration_ns": total, "key": m, "ncu_rules": rules, "raw": _raw_metrics(group)})
     return kernels
+
+
+def _raw_metrics(group: list[Launch]) -> dict[str, float | str]:
+    """Every metric ncu reported for one kernel, by its ncu name: the median over the launches
+    of a number, the first launch's text of a string."""
+    out: dict[str, float | str] = {}
+    for name in group[0].values:
+        values = [launch.values.get(name) for launch in group]
+        numbers = [v for v in values if isinstance(v, float)]
+        if numbers:
+            out[name] = statistics.median(numbers)
+        elif isinstance(values[0], str) and values[0]:
+            out[name] = values[0]
+    return out
 
 
 def kernel_entry(k: dict, level: str) -> dict:
@@ -220,10 +239,15 @@ def assemble(outdir: str, level: str, program: str = "profile_driver.py", top: i
     if notes:
         doc["note"] = "; ".join(notes)
 
+    focus_raw = next((k["raw"] for k in grouped if k["name"] == dominant), {})
     _write_json(os.path.join(analysis, "metrics_key_run.json"), {
-        "schema": "v1", "level": level,
-        "kernels": [{"name": k["name"], "launches": k["launches"], "ids": k["ids"], "key_metrics": k["key"],
-                     "total_duration_ns": k["total_duration_ns"], "ncu_rules": k["ncu_rules"]} for k in grouped],
+        **focus_raw,
+        "__kernel_name__": dominant,
+        "episcope": {
+            "schema": "v2", "level": level,
+            "kernels": [{"name": k["name"], "launches": k["launches"], "ids": k["ids"], "key_metrics": k["key"],
+                         "total_duration_ns": k["total_duration_ns"], "ncu_rules": k["ncu_rules"]} for k in grouped],
+        },
     })
     if source:
         source_evidence.build(outdir, os.path.join(analysis, "source_sass.csv"), os.path.join(analysis, "source_cuda.csv"))
