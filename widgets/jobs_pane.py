@@ -73,8 +73,8 @@ class JobsPane(Pane):
         subtitle = f"{running}/{MAX_SANDBOX_JOBS} slots"
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if previous is None or previous.jobs != state.jobs or any(job.state == "running" for job in state.jobs):
-            self._sync_rows(state)
+        if previous is None or previous.jobs != state.jobs:
+            self._sync_rows(state)  # running times move on with the clock's tick, not with every state
         self._show_log()
 
     def tick(self, now: float | None) -> None:

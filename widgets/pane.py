@@ -84,6 +84,7 @@ class Pane(Vertical):
         self.filter_text = ""
         self.empty = False
         self._note = Static(classes="pane-note")
+        self._note_text: str | None = None
         self._highlighted = False
 
     def on_mount(self) -> None:
@@ -139,7 +140,8 @@ class Pane(Vertical):
 
     def _fold(self, note: str | None) -> None:
         empty = note is not None
-        if empty:
+        if empty and note != self._note_text:
+            self._note_text = note
             self._note.update(Text(note))
         if empty != self.empty:
             self.empty = empty
