@@ -70,13 +70,18 @@ def interval_stats(capture: Capture, start_name: str, end_name: str, arrow: str 
 
 
 def summarize(capture: Capture, intervals: list[str] | tuple[str, ...] = ()) -> dict:
+    """The summary in AKA's terms: a canonical event is a paired range, an instant or a counter
+    (a range counted once, not as its begin and end records); ``site_event_count`` counts
+    those, ``site_total_duration_ns`` the sites that have ranges, and ``physical_sms`` lists
+    the SM ids seen. The keys after ``site_total_duration_ns`` are episcope's own."""
     ev = capture.events
     rg = capture.ranges
     kind = ev["kind"]
     names = {s.site_id: s.name for s in capture.dictionary.sites}
-    site_ids, counts = np.unique(ev["site"], return_counts=True)
+    points = kind >= abi.KIND_INSTANT
+    site_ids, counts = np.unique(np.concatenate([rg["site"], ev["site"][points]]), return_counts=True)
     dur = (rg["end_ns"] - rg["begin_ns"]).astype(np.int64)
-    totals = {names[int(s)]: 0 for s in site_ids if capture.dictionary.by_id()[int(s)].kind in ("range", "any")}
+    totals: dict[str, int] = {}
     if dur.size:
         r_sites, inverse = np.unique(rg["site"], return_inverse=True)
         sums = np.bincount(inverse, weights=dur, minlength=r_sites.size)
@@ -92,14 +97,14 @@ def summarize(capture: Capture, intervals: list[str] | tuple[str, ...] = ()) -> 
         "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
         "launch_id": capture.header.launch_id,
         "committed_records": capture.committed_records,
-        "canonical_events": capture.event_count,
+        "canonical_events": int(dur.size + points.sum()),
         "ranges": int(dur.size),
         "instants": int((kind == abi.KIND_INSTANT).sum()),
         "counters": int((kind == abi.KIND_COUNTER).sum()),
         "owners_observed": int(np.unique(ev["owner"]).size),
-        "physical_sms": int(np.unique(ev["sm"]).size),
-        "site_event_count": {names[int(s)]: int(c) for s, c in zip(site_ids, counts)},
-        "site_total_duration_ns": totals,
+        "physical_sms": np.unique(ev["sm"]).tolist(),
+        "site_event_count": dict(sorted((names[int(s)], int(c)) for s, c in zip(site_ids, counts))),
+        "site_total_duration_ns": dict(sorted(totals.items())),
         "first_timestamp_ns": int(ts.min()),
         "last_timestamp_ns": int(ts.max()),
         "span_ns": int(ts.max() - ts.min()),
