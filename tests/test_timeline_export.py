@@ -25,10 +25,10 @@ def test_chrome_json_is_deterministic_and_exact():
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert "cta(1,1,0)/warp1.lane5" in names
     spans = [e for e in events if e["ph"] == "X"]
-    origin = doc["otherData"]["origin_ns"]
+    origin = doc["otherData"]["globaltimer_origin_ns"]
     for e in spans[:50]:
-        assert e["args"]["end_ns"] - e["args"]["begin_ns"] == e["args"]["duration_ns"]
-        assert round(e["ts"] * 1000) == e["args"]["begin_ns"] - origin
+        assert e["args"]["end_timestamp_ns"] - e["args"]["timestamp_ns"] == e["args"]["duration_ns"]
+        assert round(e["ts"] * 1000) == e["args"]["timestamp_ns"] - origin
     assert min(e["ts"] for e in events if "ts" in e) == 0
     assert {e["ph"] for e in events} == {"M", "X", "i", "C"}
     # pid is SM+1 for every event of an owner

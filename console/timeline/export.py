@@ -33,12 +33,43 @@ def _owner_sm(capture: Capture) -> dict[int, int]:
     return {int(o): int(ev["sm"][i]) for o, i in zip(owners, first)}
 
 
+def _owner_args(capture: Capture, owner: int, sm: int) -> dict:
+    """Who wrote an event, under the trace arg names AKA's timeline tool uses."""
+    writers = capture.manifest.writers
+    cta_linear, ordinal = divmod(owner, len(writers))
+    gx, gy, _ = capture.manifest.grid
+    writer = writers[ordinal]
+    args = {"cta": [cta_linear % gx, (cta_linear // gx) % gy, cta_linear // (gx * gy)], "cta_linear": cta_linear,
+            "writer": writer.label, "writer_ordinal": ordinal,
+            "warp": writer.warp if writer.warp is not None else writer.thread // 32, "physical_sm": sm}
+    if writer.group is not None:
+        args["group"] = writer.group
+    return args
+
+
+def _site_args(capture: Capture) -> dict[int, dict]:
+    """The site id and the dictionary's own annotations of each site, as AKA's trace carries them."""
+    out = {}
+    for site in capture.dictionary.sites:
+        extra = {key: site.raw[key] for key in ("boundary_semantics", "async_domain", "source_anchor")
+                 if site.raw.get(key) is not None}
+        out[site.site_id] = {"site_id": site.site_id, **extra}
+    return out
+
+
 def chrome_trace(capture: Capture) -> dict:
+    """Chrome JSON whose args and ``otherData`` use AKA's names (timestamp_ns, end_timestamp_ns,
+    begin_payload, end_payload, cta, cta_linear, writer, writer_ordinal, warp, group,
+    physical_sm, site_id, sequence; globaltimer_origin_ns); ``depth``, ``flags`` and the
+    launch facts in ``otherData`` are episcope's own."""
     ev = capture.events
     rg = capture.ranges
     names = _site_names(capture)
     t0 = int(ev["timestamp_ns"].min())
     owner_sm = _owner_sm(capture)
+    who = {owner: _owner_args(capture, owner, sm) for owner, sm in owner_sm.items()}
+    where = _site_args(capture)
+    sequence = ev["sequence"]
     meta: list[dict] = []
     for sm in sorted(set(owner_sm.values())):
         meta.append({"name": "process_name", "ph": "M", "pid": sm + 1, "args": {"name": f"SM {sm}"}})
@@ -54,9 +85,9 @@ def chrome_trace(capture: Capture) -> dict:
         rows.append((begin, owner, 0, site, i, {
             "name": names[site], "cat": "range", "ph": "X", "pid": owner_sm[owner] + 1, "tid": owner + 1,
             "ts": (begin - t0) / 1000, "dur": (end - begin) / 1000,
-            "args": {"begin_ns": begin, "end_ns": end, "duration_ns": end - begin, "site_id": site,
-                     "payload_begin": int(rg["begin_payload"][i]), "payload_end": int(rg["end_payload"][i]),
-                     "depth": int(rg["depth"][i])},
+            "args": {**where[site], **who[owner], "timestamp_ns": begin, "end_timestamp_ns": end,
+                     "duration_ns": end - begin, "begin_payload": int(rg["begin_payload"][i]),
+                     "end_payload": int(rg["end_payload"][i]), "depth": int(rg["depth"][i])},
         }))
     point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT)
     for i in point:
@@ -67,18 +98,20 @@ def chrome_trace(capture: Capture) -> dict:
         if ev["kind"][i] == abi.KIND_INSTANT:
             body = {"name": names[site], "cat": "instant", "ph": "i", "s": "t", "pid": owner_sm[owner] + 1,
                     "tid": owner + 1, "ts": (ts - t0) / 1000,
-                    "args": {"ts_ns": ts, "payload": payload, "site_id": site, "flags": int(ev["flags"][i])}}
+                    "args": {**where[site], **who[owner], "timestamp_ns": ts, "payload": payload,
+                             "sequence": int(sequence[i]), "flags": int(ev["flags"][i])}}
         else:
             body = {"name": names[site], "cat": "counter", "ph": "C", "pid": owner_sm[owner] + 1,
                     "tid": owner + 1, "id": capture.manifest.owner_name(owner), "ts": (ts - t0) / 1000,
-                    "args": {"value": payload}}
+                    "args": {**where[site], **who[owner], "timestamp_ns": ts, "value": payload,
+                             "sequence": int(sequence[i])}}
         rows.append((ts, owner, 1, site, int(i), body))
     rows.sort(key=lambda r: r[:5])
     return {
         "schema": TRACE_SCHEMA,
         "displayTimeUnit": "ns",
         "traceEvents": meta + [r[5] for r in rows],
-        "otherData": {"clock": "%globaltimer", "origin_ns": t0, "launch_id": capture.header.launch_id,
+        "otherData": {"clock": "%globaltimer", "globaltimer_origin_ns": t0, "launch_id": capture.header.launch_id,
                       "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
                       "grid": list(capture.header.grid), "block": list(capture.header.block)},
     }
