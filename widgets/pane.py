@@ -68,10 +68,11 @@ class Pane(Vertical):
     """
 
     BINDINGS = [
-        # Not in the key bar: a focused table answers Enter itself (the pane then shows the
-        # row), so showing it would make the bar change with focus. Help and the palette list it.
-        Binding("enter", "detail", "detail", show=False, tooltip="the full text of the selected row or pane, uncut",
-                id="pane.detail"),
+        # Before the focused table's own Enter (priority), so a key opens the detail and a
+        # click on a row only selects it. Not in the key bar, which would then change with
+        # focus; help and the palette list it.
+        Binding("enter", "detail", "detail", show=False, priority=True,
+                tooltip="the full text of the selected row or pane, uncut", id="pane.detail"),
     ]
 
     title = "pane"
@@ -181,8 +182,3 @@ class Pane(Vertical):
         from console.screens.detail import DetailScreen
 
         self.app.push_screen(DetailScreen(*shown))
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        # Enter on a table row: the table's own binding selects the row, the pane shows it whole.
-        event.stop()
-        self.action_detail()
