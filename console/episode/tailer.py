@@ -13,6 +13,7 @@ records decoded from it) at a time, which measured both faster and leaner than 4
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 
 CHUNK = 256 << 10
@@ -44,7 +45,8 @@ class Tailer:
         """
         self.reset = None
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            # Non-blocking: a FIFO under a line file's name must not hang the reader.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             if self._identity is not None:
                 self.reset = "replaced"
@@ -53,6 +55,8 @@ class Tailer:
             return
         try:
             st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return  # a FIFO or device is not an append-only file: nothing to read
             identity = (st.st_dev, st.st_ino)
             if self._identity is not None and identity != self._identity:
                 self.reset = "replaced"
