@@ -29,7 +29,11 @@ def _config(tmp_path, **kw) -> MeasureConfig:
 
 def test_abba_baab_schedule_and_live_log(tmp_path):
     art = measure(_config(tmp_path, max_blocks=2))
-    assert art["schedule"] == ["ABBA", "BAAB"]
+    assert art["block_patterns"] == ["ABBA", "BAAB"]
+    # AKA's schedule: the variant of each run
+    assert art["schedule"] == [r["variant"] for r in art["runs"]] == ["baseline", "instrumented", "instrumented",
+                                                                      "baseline", "instrumented", "baseline",
+                                                                      "baseline", "instrumented"]
     assert [r["variant"][0] for r in art["runs"]] == list("biibibbi")
     assert art["aggregation"]["center"] == "median"
     assert 1.5 < art["overhead_percent"] < 2.5

@@ -136,7 +136,9 @@ def measurement_from_obj(obj: Any) -> TimelineMeasurement:
     device = _dict(obj.get("device_identity")) or {}
     blocks = _int(obj.get("blocks"))
     if blocks is None and isinstance(schedule, list):
-        blocks = len(schedule)
+        # a variant per run (AKA's form, four to a block), or episcope's earlier block patterns
+        runs_per_block = 4 if schedule and schedule[0] in ("baseline", "instrumented") else 1
+        blocks = len(schedule) // runs_per_block
     return TimelineMeasurement(
         baseline_ms=_num(obj.get("baseline_ms")),
         instrumented_ms=_num(obj.get("instrumented_ms")),

@@ -3,8 +3,13 @@
 Each sample is a new process that prints exactly one ``__ATREX_TIMELINE_SAMPLE__=`` line.
 Blocks alternate ABBA and BAAB (A = baseline) so a slow drift cancels inside each pair of
 blocks. Blocks are added until the 95% interval of the overhead is narrower than the
-requested width or the block budget is spent. Every run is appended to
+requested width or the block budget is spent; ``orders`` (``measure --order``) fixes the
+blocks instead, in equally many ABBA and BAAB as AKA requires. Every run is appended to
 ``<artifact stem>.runs.jsonl`` as it completes, so a console can follow the statistics live.
+
+The artifact is AKA's measurement file: ``schedule`` is the variant of each run in order,
+``variants`` name their sources relative to the artifact's directory; the statistics,
+``block_patterns`` and the stop reason are episcope's additional keys, which AKA ignores.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class MeasureConfig:
     workload_identity: str | None = None
     cwd: str | None = None
     env: dict = field(default_factory=dict)
+    orders: list[str] | None = None  # fixed blocks ("ABBA", "BAAB"), instead of the adaptive loop
 
 
 def runs_log_path(output: str | os.PathLike) -> Path:
@@ -191,9 +197,34 @@ def statistics(runs: list[dict], schedule: list[str], target_percent: float) -> 
     }
 
 
+def variant_schedule(patterns: list[str]) -> list[str]:
+    """The variant of each run, block after block: the schedule as AKA writes it."""
+    return [VARIANT[letter] for pattern in patterns for letter in pattern]
+
+
+def block_patterns(schedule: list) -> list[str] | None:
+    """The blocks of a schedule written either way (variant per run, or episcope's earlier
+    list of block patterns); None when it is neither complete ABBA/BAAB blocks."""
+    if all(p in BLOCK_PATTERNS for p in schedule):
+        return list(schedule)
+    letters = {"baseline": "A", "instrumented": "B"}
+    if len(schedule) % 4 or not all(v in letters for v in schedule):
+        return None
+    patterns = ["".join(letters[v] for v in schedule[i:i + 4]) for i in range(0, len(schedule), 4)]
+    return patterns if all(p in BLOCK_PATTERNS for p in patterns) else None
+
+
+def _relative(path: str | None, output: str) -> str | None:
+    return None if path is None else os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(output)))
+
+
 def measure(config: MeasureConfig) -> dict:
     """Run blocks until the interval is narrow enough; write the artifact and return it."""
-    if config.min_blocks < 1 or config.max_blocks < config.min_blocks:
+    if config.orders is not None:
+        if (any(o not in BLOCK_PATTERNS for o in config.orders) or len(config.orders) < 2
+                or config.orders.count("ABBA") != config.orders.count("BAAB")):
+            raise MeasureError("--order needs equally many ABBA and BAAB blocks, at least one of each")
+    elif config.min_blocks < 1 or config.max_blocks < config.min_blocks:
         raise MeasureError("need 1 <= min_blocks <= max_blocks")
     log = runs_log_path(config.output)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -204,8 +235,8 @@ def measure(config: MeasureConfig) -> dict:
     first: dict | None = None
     stop_reason = "max_blocks"
     try:
-        for block in range(config.max_blocks):
-            pattern = BLOCK_PATTERNS[block % 2]
+        planned = config.orders or [BLOCK_PATTERNS[block % 2] for block in range(config.max_blocks)]
+        for block, pattern in enumerate(planned):
             schedule.append(pattern)
             for letter in pattern:
                 variant = VARIANT[letter]
@@ -229,7 +260,7 @@ def measure(config: MeasureConfig) -> dict:
                               "p_value": stats["rank_test"]["p_value"], "verdict": stats["verdict"],
                               "at": time.time()})
             width = interval["width_percent"]
-            if (config.ci_width is not None and block + 1 >= config.min_blocks
+            if (config.orders is None and config.ci_width is not None and block + 1 >= config.min_blocks
                     and width is not None and width <= config.ci_width):
                 stop_reason = "ci_width"
                 break
@@ -238,7 +269,7 @@ def measure(config: MeasureConfig) -> dict:
         raise
     artifact = {
         "schema": MEASUREMENT_SCHEMA,
-        "schedule": schedule,
+        "schedule": variant_schedule(schedule),
         "runs": runs,
         "warmup": config.warmup,
         "iterations": config.iterations,
@@ -246,14 +277,18 @@ def measure(config: MeasureConfig) -> dict:
         "workload_identity": first["workload_identity"],
         "device_identity": first["device_identity"],
         "variants": {
-            "baseline": {"command": config.baseline_command, "source": config.baseline_source,
-                         "source_sha256": hashes["baseline_source"], "binary": config.baseline_binary,
+            "baseline": {"command": config.baseline_command, "source": _relative(config.baseline_source, config.output),
+                         "source_sha256": hashes["baseline_source"],
+                         "binary": _relative(config.baseline_binary, config.output),
                          "binary_sha256": hashes["baseline_binary"]},
-            "instrumented": {"command": config.instrumented_command, "source": config.instrumented_source,
-                             "source_sha256": hashes["instrumented_source"], "binary": config.instrumented_binary,
+            "instrumented": {"command": config.instrumented_command,
+                             "source": _relative(config.instrumented_source, config.output),
+                             "source_sha256": hashes["instrumented_source"],
+                             "binary": _relative(config.instrumented_binary, config.output),
                              "binary_sha256": hashes["instrumented_binary"]},
         },
         "aggregation": AGGREGATION,
+        "block_patterns": schedule,
         "blocks": len(schedule),
         "stop_reason": stop_reason,
         "ci_width_requested": config.ci_width,
@@ -274,9 +309,10 @@ def verify_measurement(obj: dict) -> list[str]:
         return ["measurement schema is not " + MEASUREMENT_SCHEMA]
     runs = obj.get("runs")
     schedule = obj.get("schedule")
-    if not isinstance(runs, list) or not isinstance(schedule, list) or not all(p in BLOCK_PATTERNS for p in schedule):
+    patterns = block_patterns(schedule) if isinstance(schedule, list) else None
+    if not isinstance(runs, list) or patterns is None:
         return ["measurement runs/schedule malformed"]
-    expected = [VARIANT[c] for p in schedule for c in p]
+    expected = variant_schedule(patterns)
     try:
         got = [r["variant"] for r in runs]
         ordinals = [r["ordinal"] for r in runs]
@@ -288,10 +324,11 @@ def verify_measurement(obj: dict) -> list[str]:
     if obj.get("aggregation") != AGGREGATION:
         reasons.append("measurement aggregation is not median-based")
     try:
-        stats = statistics(runs, schedule, float(obj.get("target_percent", 10.0)))
+        stats = statistics(runs, patterns, float(obj.get("target_percent", 10.0)))
     except (MeasureError, TypeError, ValueError, KeyError) as exc:
         return [f"measurement statistics cannot be recomputed: {exc}"]
+    # Statistics the file states must be its runs'; AKA's own files state none.
     for key, value in stats.items():
-        if obj.get(key) != value:
+        if key in obj and obj[key] != value:
             reasons.append(f"measurement {key} differs from its runs")
     return reasons

@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-blocks", type=int, default=2)
     p.add_argument("--ci-width", type=float, help="stop once the 95%% interval is narrower (percentage points)")
     p.add_argument("--target-percent", type=float, default=10.0)
+    p.add_argument("--order", action="append", choices=("ABBA", "BAAB"),
+                   help="fixed blocks in this order (repeatable; equally many ABBA and BAAB), instead of adaptive ones")
     p.add_argument("--workload-identity")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     p.add_argument("--output", required=True)
@@ -186,7 +188,8 @@ def run_measure(args) -> int:
             baseline_binary=args.baseline_binary, instrumented_binary=args.instrumented_binary,
             output=args.output, warmup=args.warmup, iterations=args.iterations, min_blocks=args.min_blocks,
             max_blocks=max(args.max_blocks, args.min_blocks), ci_width=args.ci_width,
-            target_percent=args.target_percent, timeout=args.timeout, workload_identity=args.workload_identity)
+            target_percent=args.target_percent, timeout=args.timeout, workload_identity=args.workload_identity,
+            orders=args.order)
         artifact = measure(config)
     except (MeasureError, ValueError, OSError) as exc:
         return _reject(str(exc))
