@@ -213,15 +213,16 @@ class EpiscopeApp(App):
         self.call_after_refresh(self._after_first_paint)
 
     def _after_first_paint(self) -> None:
-        keymap, warning = load_keymap(config_file(), self.binding_ids())
-        self.set_keymap(keymap)
-        if warning:
-            self.notify(warning, severity="warning", timeout=20, markup=False)
+        # The scan first: its thread reads files and runs git while the keymap's imports run here.
         if self.session is not None:
             self.follow_session()
         if self.samples_gpu():
             self.sample_gpu_reading()
             self.set_interval(GPU_SAMPLE_SECONDS, self.sample_gpu_reading)
+        keymap, warning = load_keymap(config_file(), self.binding_ids())
+        self.set_keymap(keymap)
+        if warning:
+            self.notify(warning, severity="warning", timeout=20, markup=False)
 
     # -- states in -------------------------------------------------------------------------
 
