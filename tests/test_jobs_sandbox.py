@@ -156,8 +156,25 @@ def test_staging_leaves_out_protected_and_bulky_parts(ws):
     proc = sandbox(ws, "--max-input-file-mb", "1", "--input", "plans/inputs.json", "--", PY, "probe.py")
     assert proc.returncode == 0, proc.stderr
     files = set(probe_of(proc.stdout)["files"])
-    assert files == {"kernel.py", "test_kernel.py", "probe.py", "profiles/prev/summary.txt", "plans/inputs.json"}
+    # memory/, plans/ (but the requested input), .git and the supervisor's state stay out; the
+    # skills travel, read-only.
+    assert files == {"kernel.py", "test_kernel.py", "probe.py", "profiles/prev/summary.txt", "plans/inputs.json",
+                     "skills/s/SKILL.md"}
     assert "not staged: big.bin" in proc.stderr and "not staged: alias.py (symbolic link)" in proc.stderr
+
+
+def test_staged_skills_are_read_only_and_never_synced_back(ws):
+    writer = ("import os, stat; path = 'skills/s/SKILL.md'; print('MODE=' + oct(stat.S_IMODE(os.stat(path).st_mode)));"
+              " os.chmod(path, 0o644); open(path, 'w').write('job'); open('skills/s/new.md', 'w').write('job');"
+              " os.makedirs('profiles', exist_ok=True); open('profiles/new.txt', 'w').write('job')")
+    proc = sandbox(ws, "--sync", "skills", "--sync", "profiles", "--", PY, "-c", writer)
+    assert proc.returncode == 0, proc.stderr
+    assert "MODE=0o444" in proc.stdout
+    assert (ws / "skills" / "s" / "SKILL.md").read_text() == "skill" and not (ws / "skills" / "s" / "new.md").exists()
+    record = only_record(ws)
+    assert record.synced == ("profiles/new.txt",)
+    assert record.refused == ({"path": "skills", "reason": "read-only in a job"},)
+    assert "not synced: skills (read-only in a job)" in proc.stderr
 
 
 @pytest.mark.parametrize(("flag", "reason"), [("alias.py", "symbolic link"), ("big.bin", "over --max-input-file-mb")])

@@ -2,9 +2,12 @@
 
 The workspace is a git repository whose first commit holds the problem's contract and ground
 truth, ``kernel.py`` (the problem's naive kernel), ``test_kernel.py`` (a shim over the
-evaluator), ``profile_driver.py``, the tool kit under ``tools/`` and the skills under
-``skills/``. Runtime evidence (live memory, plans, profiles, supervisor files) is listed in
-``.git/info/exclude`` so it never lands in a commit.
+evaluator), ``profile_driver.py``, the tool kit under ``tools/``, the skills under ``skills/``
+and, under ``console/``, the part of episcope the tools and skills import, so that they run
+with ``PYTHONPATH=.`` in the workspace (and in a job's staged copy of it) as in a checkout;
+``README.md`` is the problem's, followed by how the workspace is laid out. Runtime evidence
+(live memory, plans, profiles, supervisor files) is listed in ``.git/info/exclude`` so it
+never lands in a commit.
 
 The bundled problems, tools and skills are the package's kit (``console/kit``), so this verb
 works from any directory, from a checkout or an installed wheel alike.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from console import __version__
 from console.kit import kit_path
 
 HELP = "create an episode workspace (git repo) from a bundled problem"
@@ -42,6 +46,42 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 '''
 
 _STARTING_KERNELS = ("kernel_naive.py", "kernel.py")
+
+# The console package's directory, and the parts of it a workspace carries: the domain layers
+# (they never import Textual, see pyproject.toml's import-linter contracts) and the top-level
+# modules they use. The Textual console, the verbs and the kit stay out.
+CONSOLE_DIR = Path(__file__).resolve().parent.parent
+WORKSPACE_CONSOLE = ("__init__.py", "paths.py", "formats", "episode", "jobs", "timeline", "profiling", "stats", "gpu")
+
+WORKSPACE_README = """
+## This workspace
+
+Made by `episcope init --problem {problem}` (episcope {version}).
+
+| path | what it is |
+|---|---|
+| `kernel.py` | the kernel under work (starts as the problem's naive kernel) |
+| `test_kernel.py` | the evaluator: `python3 test_kernel.py --help` |
+| `profile_driver.py` | the profiling driver the sandbox's profile jobs run |
+| `tools/` | the episode tool kit (`sandbox.py`, `evaluate.py`, `abba.py`, `iteration_trace.py`, `profile_nvidia.sh`) |
+| `skills/` | the skills; a sandbox job sees them read-only and never syncs them back |
+| `console/` | the part of episcope {version} the tools and skills import (formats, episode, jobs, timeline, profiling, stats, gpu); not the console itself |
+| `memory/`, `plans/`, `profiles/`, `.atrex_long_horizon/` | the episode's runtime files, kept out of every commit |
+
+Run the tools from this directory with `PYTHONPATH=.`, as from an episcope checkout:
+
+```sh
+PYTHONPATH=. python3 tools/iteration_trace.py phase-start profile
+PYTHONPATH=. python3 tools/sandbox.py --kind run -- python3 test_kernel.py
+PYTHONPATH=. python3 tools/sandbox.py --kind dev -- python3 skills/autonomous-gpu-kernel-timeline/scripts/timeline.py --help
+```
+
+`console/` is what `PYTHONPATH=.` finds, so the workspace needs no episcope install: the
+GPU-side code (evaluator, profiling, timeline capture) wants only the standard library, numpy,
+cupy and pynvml (`tools/abba.py` also runs `git`). A sandbox job stages `console/` with the
+rest of the workspace, and finds it there on a Ray worker too. It is the episcope that made the
+workspace: after upgrading episcope, make a new workspace rather than mixing the two.
+"""
 
 
 def add_arguments(parser) -> None:
@@ -102,6 +142,28 @@ def _commit_all(target: Path, message: str) -> str:
         raise CommandError(f"git failed: {' '.join(str(exc).split())[:300]}", 1) from None
 
 
+_NO_CACHES = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def _copy_console(target: Path) -> None:
+    """The console package's parts the tools import, as ``target`` (``console/``)."""
+    target.mkdir()
+    for name in WORKSPACE_CONSOLE:
+        part = CONSOLE_DIR / name
+        if part.is_dir():
+            shutil.copytree(part, target / name, ignore=_NO_CACHES)
+        else:
+            shutil.copy2(part, target / name)
+
+
+def _write_readme(target: Path, source: Path, problem_name: str) -> None:
+    """The problem's README, followed by the workspace's own section."""
+    readme = source / "README.md"
+    problem_text = readme.read_text(encoding="utf-8").rstrip("\n") + "\n" if readme.is_file() else f"# {problem_name}\n"
+    section = WORKSPACE_README.format(problem=problem_name, version=__version__)
+    (target / "README.md").write_text(problem_text + section, encoding="utf-8")
+
+
 def create_workspace(target: Path, problem_name: str) -> Path:
     """Create the workspace; returns its path. Raises CommandError on any problem."""
     from console.cli import CommandError
@@ -135,7 +197,9 @@ def create_workspace(target: Path, problem_name: str) -> Path:
             shutil.copy2(tool, target / "tools" / tool.name)
     skills = kit_path("skills")
     if skills.is_dir():
-        shutil.copytree(skills, target / "skills", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(skills, target / "skills", ignore=_NO_CACHES)
+    _copy_console(target / "console")
+    _write_readme(target, source, problem_name)
     (target / "memory").mkdir()
 
     _commit_all(target, f"Episode workspace for {problem_name}")

@@ -1,11 +1,11 @@
 """Copying a workspace into a job's own directory, and copying its outputs back.
 
 The command never runs in the workspace itself: it gets a copy without the episode's
-protected and bulky parts, and only the requested output paths come back. Nothing that
-could escape the workspace crosses in either direction: no absolute paths, no ``..``, no
-symbolic links, no file over the size limit, no tree deeper, more numerous or larger than
-the output limits. The private shapes table stays outside: only the one case a profile asks
-for is written into the copy.
+protected and bulky parts (the skills come along read-only), and only the requested output
+paths come back. Nothing that could escape the workspace crosses in either direction: no
+absolute paths, no ``..``, no symbolic links, no file over the size limit, no tree deeper,
+more numerous or larger than the output limits. The private shapes table stays outside:
+only the one case a profile asks for is written into the copy.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ from pathlib import Path, PurePosixPath
 
 from .request import PRIVATE_CASE_NAME, PRIVATE_SHAPES_ENV, JobRequest
 
-# Top-level workspace entries a job never sees: episode memory and plans, the skill text,
-# git metadata and the supervisor's own state (which also holds the job directories).
-EXCLUDED_TOP = frozenset({"memory", "plans", "skills", ".git", ".atrex_long_horizon"})
+# Top-level workspace entries a job never sees: episode memory and plans, git metadata and
+# the supervisor's own state (which also holds the job directories).
+EXCLUDED_TOP = frozenset({"memory", "plans", ".git", ".atrex_long_horizon"})
+# Top-level entries a job reads but never changes: the skills, whose scripts and backends run
+# inside jobs (the timeline adapter, ``timeline.py profile-iket``). Their staged files are
+# read-only and nothing under them is synced back, so the workspace's skills stay as written.
+READ_ONLY_TOP = frozenset({"skills"})
+READ_ONLY_MODE_MASK = ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 RAW_PROFILE_SUFFIXES = (".ncu-rep", ".nsys-rep", ".qdrep")
 HARNESS_DIR = "harness"
 # A tree is walked no deeper than this many directories below the workspace or the stage
@@ -174,7 +179,22 @@ def stage_workspace(request: JobRequest, stage: Path, private_case: dict | None 
         _stage_input(workspace, stage, rel, limit, report, "harness")
     if private_case is not None:
         (stage / PRIVATE_CASE_NAME).write_text(json.dumps(private_case, sort_keys=True) + "\n")
+    _make_read_only(stage)
     return report
+
+
+def _make_read_only(stage: Path) -> None:
+    """Take the write bits off every staged file under the read-only entries.
+
+    Directories keep theirs: Python writes ``__pycache__`` beside an imported module, and the
+    stage is removed after the job. What protects the workspace is that nothing under these
+    entries is synced back; the file modes make an accidental write fail where it happens.
+    """
+    for top in sorted(READ_ONLY_TOP):
+        for dirpath, _dirnames, filenames in os.walk(stage / top):
+            for name in filenames:
+                path = Path(dirpath) / name
+                path.chmod(stat.S_IMODE(path.lstat().st_mode) & READ_ONLY_MODE_MASK)
 
 
 def resolve_private_case(request: JobRequest, table_path: str | None) -> dict | None:
@@ -241,6 +261,9 @@ def sync_back(request: JobRequest, stage: Path, manifest: dict[str, tuple[int, i
     for root_rel in request.sync:
         top = stage / root_rel
         if not os.path.lexists(top):
+            continue
+        if PurePosixPath(root_rel).parts[0] in READ_ONLY_TOP:
+            refuse(root_rel, "read-only in a job")
             continue
         try:
             _check_no_links(stage, root_rel)
