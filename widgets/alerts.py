@@ -35,16 +35,21 @@ class AlertsPane(Pane):
             self.border_subtitle = subtitle
         if previous is not None and previous.alerts == state.alerts:
             return
+        # Paths inside the workspace are shown from its root (the detail view has them whole).
+        root = (state.worktree or state.campaign_root or "").rstrip("/") + "/"
         rows = []
         self._alerts = {}
         for index, alert in enumerate(state.alerts):
+            path = alert.path
+            if path and root != "/" and path.startswith(root):
+                path = path[len(root):]
             key = f"{alert.code}:{alert.path}:{alert.message}:{index}"
             self._alerts[key] = alert
             rows.append(
                 (
                     key,
                     (plain(alert.severity, SEVERITY_STYLES.get(alert.severity, "")),
-                     alert.message + (f"  ({alert.path})" if alert.path else ""), alert.code),
+                     alert.message + (f"  ({path})" if path else ""), alert.code),
                 )
             )
         sync_table(self.query_one(DataTable), rows, self.filter_text)
