@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.formats.job_record import JobRecord, job_record_from_obj
 from console.formats.problems import FormatError, Unreadable, one_line
 from console.formats.telemetry import decode_folded_lines, record_epoch
 
@@ -57,6 +58,7 @@ class Ingest:
         self._directories: dict[str, tuple[Artifact, tuple[Stamp | None, ...]]] = {}
         self._git_context: dict[str, str | None] = {"base": None, "candidate": None}
         self._git_stamp: tuple[object, ...] | None = None
+        self._git_context_at: float | None = None  # when the documents naming base/candidate last named new ones
 
     # -- discovery -----------------------------------------------------------------------
 
@@ -138,7 +140,7 @@ class Ingest:
                 for base, lines in self._tailer(artifact, path).batches():
                     records = decode_folded_lines(lines)
                     if records is None:
-                        reducer.feed(_line_events(artifact, path, base, lines))
+                        reducer.feed(_line_events(artifact, path, base, lines, self._tailer(artifact, path).mtime))
                     else:
                         reducer.fold_telemetry(path, records)
             elif artifact.layout == "lines":
@@ -191,12 +193,12 @@ class Ingest:
         tailer = self._tailer(artifact, path)
         first = True
         for base, lines in tailer.batches():
-            out = [Event(ev.REMOVED, path, None, time.time(), artifact.kind)] if first and tailer.reset else []
+            out = [Event(ev.REMOVED, path, None, _removed_at(path), artifact.kind)] if first and tailer.reset else []
             first = False
-            out += _line_events(artifact, path, base, lines)
+            out += _line_events(artifact, path, base, lines, tailer.mtime)
             yield out
         if first and tailer.reset:
-            yield [Event(ev.REMOVED, path, None, time.time(), artifact.kind)]
+            yield [Event(ev.REMOVED, path, None, _removed_at(path), artifact.kind)]
 
     def _read_document(self, artifact: Artifact, path: str) -> list[Event]:
         stamp = _stamp(path)
@@ -205,7 +207,7 @@ class Ingest:
             return []
         self._documents[path] = (artifact, stamp)
         if stamp is None:
-            return [Event(ev.REMOVED, path, None, time.time(), artifact.kind)] if previous is not None else []
+            return [Event(ev.REMOVED, path, None, _removed_at(path), artifact.kind)] if previous is not None else []
         at = stamp[2] / 1e9
         try:
             result = artifact.reader()(path)
@@ -213,8 +215,9 @@ class Ingest:
             return [Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, f"reader error: {one_line(exc)}"))]
         events = [Event(ev.UNREADABLE, path, p.offset, at, p) for p in result.problems]
         if result.value is not None:
-            self._remember_git_context(artifact.kind, result.value)
-            events.append(Event(artifact.kind, path, None, at, result.value))
+            self._remember_git_context(artifact.kind, result.value, at)
+            event = Event(artifact.kind, path, None, at, result.value)
+            events += job_stages(event) if artifact.kind == ev.JOB and previous is None else [event]
         return events
 
     def _read_directory(self, artifact: Artifact, directory: str) -> list[Event]:
@@ -225,7 +228,7 @@ class Ingest:
             return []
         self._directories[directory] = (artifact, stamp)
         latest = max((s[2] for s in stamp if s is not None), default=None)
-        at = latest / 1e9 if latest is not None else time.time()
+        at = latest / 1e9 if latest is not None else _removed_at(directory)
         if all(s is None for s in stamp):
             return [Event(ev.REMOVED, directory, None, at, artifact.kind)]
         try:
@@ -239,33 +242,85 @@ class Ingest:
 
     # -- git -----------------------------------------------------------------------------
 
-    def _remember_git_context(self, kind: str, value: Any) -> None:
+    def _remember_git_context(self, kind: str, value: Any, at: float) -> None:
         if kind in (ev.ACTIVE_EPISODE, ev.JOURNAL):
             base = getattr(value, "base_commit", None)
-            if base:
+            if base and base != self._git_context["base"]:
                 self._git_context["base"] = base
+                self._git_context_at = max(at, self._git_context_at or at)
         if kind in (ev.HANDOFF, ev.JOURNAL):
             candidate = getattr(value, "candidate_commit", None)
-            if candidate:
+            if candidate and candidate != self._git_context["candidate"]:
                 self._git_context["candidate"] = candidate
+                self._git_context_at = max(at, self._git_context_at or at)
 
     def _git_events(self, *, force: bool) -> list[Event]:
         root = self.workspace.episode_root
         if not (root / ".git").exists():
             return []
-        stamp = (_stamp(str(root / "kernel.py")), tuple(self._git_context.values()), head_stamp(root))
+        kernel, head = _stamp(str(root / "kernel.py")), head_stamp(root)
+        stamp = (kernel, tuple(self._git_context.values()), head)
         if not force and stamp == self._git_stamp:
             return []
         self._git_stamp = stamp
         from .git_facts import read_git_facts
 
         facts = read_git_facts(root, base_commit=self._git_context["base"], candidate_commit=self._git_context["candidate"])
-        return [Event(ev.GIT, str(root), None, time.time(), facts)]
+        # The facts are as of the last change to what they are read from (kernel.py, HEAD,
+        # the index, the documents naming base and candidate), not as of this read: an
+        # archive opened days later still replays on the episode's own clock.
+        moments = [s[2] / 1e9 for s in (kernel, *(head or ())) if s is not None]
+        if self._git_context_at is not None:
+            moments.append(self._git_context_at)
+        return [Event(ev.GIT, str(root), None, max(moments) if moments else _removed_at(str(root / "kernel.py")), facts)]
 
 
-def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes]) -> list[Event]:
+# What a job record holds only once its job has reached a stage (console.jobs.record
+# writes the whole record when queued, when running and at the end).
+_SET_AT_RUNNING = ("started_at", "operation_id")
+_SET_AT_END = ("finished_at", "exit_code", "result_code", "message", "synced", "refused")
+
+
+def job_stages(event: Event) -> list[Event]:
+    """A job record read for the first time, as the stages it went through: queued at its
+    ``created_at``, running at its ``started_at``, then as it stands (ended at its
+    ``finished_at``).
+
+    A record first read after its job ended (an episode never watched, an archive) would
+    otherwise say only how the job ended, and replay would never show the jobs that ran
+    at once running together. A stage whose time the record lacks is left out.
+    """
+    record: JobRecord = event.data
+    created, started = iso_to_epoch(record.created_at), iso_to_epoch(record.started_at)
+    ended = iso_to_epoch(record.finished_at) if record.terminal else None
+    at = ended if ended is not None and event.at is not None and ended <= event.at else event.at
+    out: list[Event] = []
+    if record.state != "queued" and created is not None and at is not None and created <= at:
+        out.append(event._replace(at=created, data=_job_at_stage(record, "queued", _SET_AT_RUNNING + _SET_AT_END)))
+    if record.terminal and started is not None and at is not None and started <= at:
+        out.append(event._replace(at=started, data=_job_at_stage(record, "running", _SET_AT_END)))
+    out.append(event._replace(at=at))
+    return out
+
+
+def _job_at_stage(record: JobRecord, state: str, not_yet: tuple[str, ...]) -> JobRecord:
+    return job_record_from_obj({**record.raw, "state": state, **dict.fromkeys(not_yet)})
+
+
+def _removed_at(path: str) -> float:
+    """When ``path`` went away or was replaced: its directory's mtime (an entry removed or
+    renamed changes it), else the time of looking."""
+    try:
+        return os.stat(os.path.dirname(path)).st_mtime
+    except OSError:
+        return time.time()
+
+
+def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes], written_by: float | None) -> list[Event]:
     """One event per line, parsed alone: a bad line becomes an Unreadable at its offset.
-    ``lines`` start at byte ``base`` of the file; empty ones are skipped."""
+    ``lines`` start at byte ``base`` of the file; empty ones are skipped. A line whose format
+    states no time is placed at ``written_by``, the file's mtime when it was read (the line
+    was written by then), so replay never shows it earlier than it could have happened."""
     read = artifact.reader()
     out: list[Event] = []
     offset = base
@@ -276,11 +331,14 @@ def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes]) -
         try:
             record = read(line)
         except FormatError as exc:
-            out.append(Event(ev.UNREADABLE, path, here, None, Unreadable(path, here, one_line(exc))))
+            out.append(Event(ev.UNREADABLE, path, here, written_by, Unreadable(path, here, one_line(exc))))
         except Exception as exc:  # a parser bug must not hide the record's position
-            out.append(Event(ev.UNREADABLE, path, here, None, Unreadable(path, here, f"parser error: {one_line(exc)}")))
+            out.append(Event(ev.UNREADABLE, path, here, written_by, Unreadable(path, here, f"parser error: {one_line(exc)}")))
         else:
-            out.append(Event(artifact.kind, path, here, _record_time(record), record))
+            # A format with times of its own keeps a missing one unknown (the record is at
+            # fault); one without (job logs, ABBA runs) takes the file's.
+            at = _record_time(record) if hasattr(record, "timestamp") else written_by
+            out.append(Event(artifact.kind, path, here, at, record))
     return out
 
 

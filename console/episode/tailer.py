@@ -25,6 +25,9 @@ class Tailer:
         self.offset = 0  # first byte not yet consumed as part of a complete line
         self._identity: tuple[int, int] | None = None
         self.reset: str | None = None  # set by the last read: "truncated" | "replaced"
+        # The file's mtime when last read: every line read was written by then, so it is
+        # the time of a line that states none.
+        self.mtime: float | None = None
 
     def batches(self) -> Iterator[tuple[int, list[bytes]]]:
         """(offset of the first line, the complete lines) per chunk read.
@@ -65,6 +68,7 @@ class Tailer:
                 self.reset = "truncated"
                 self.offset = 0
             self._identity = identity
+            self.mtime = st.st_mtime
             end = st.st_size
             size = CHUNK
             while self.offset < end:
