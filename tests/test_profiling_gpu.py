@@ -93,3 +93,25 @@ def test_the_profile_driver_funnel_holds_only_the_kernels_own_launches(tmp_path)
     deep = json.loads((workspace / "profiles" / "deep" / "gateway_profile.json").read_text())
     assert [k["name"] for k in deep["kernels"]] == ["row_softmax_naive"]
     assert (workspace / "profiles" / "deep" / "analysis" / "source_sass.csv").stat().st_size > 0
+
+
+@pytest.mark.parametrize("containment", ["pidns", "cgroup", "subreaper"])
+def test_four_sandboxed_profiles_at_once_all_finish(tmp_path, containment):
+    """The funnel runs surveys in waves of four sandbox jobs; every containment the sandbox
+    can choose must let four ncu processes profile side by side."""
+    from console.commands.init import create_workspace
+
+    workspace = create_workspace(tmp_path / "ws", "row_softmax")
+    env = dict(os.environ, EPISCOPE_SANDBOX_CONTAINMENT=containment, PROFILE_WARMUP="1", PROFILE_ITERS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "tools/sandbox.py", "--kind", "profile", "--profile-level", "survey", "--timeout", "60",
+             "-e", f"PROFILE_WORKLOAD_IDX={shape}", "--", "bash", "tools/profile_nvidia.sh", "profile_driver.py",
+             "--output-dir", f"profiles/wave/shape-{shape}"],
+            cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for shape in range(4)
+    ]
+    outcomes = [(job.wait(timeout=120), job.stderr.read()[-1500:]) for job in jobs]
+    assert [code for code, _ in outcomes] == [0, 0, 0, 0], outcomes
