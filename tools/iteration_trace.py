@@ -6,7 +6,7 @@
     python tools/iteration_trace.py source-read <kind> <reference>
 
 Records go, one JSON line each, to the file named by ATREX_TELEMETRY_TRACE (FORMATS §2);
-without it nothing is written and the exit status is 0. A phase marker prints one
+without it nothing is written, one notice line goes to stderr, and the exit status is 0. A phase marker prints one
 ``ATREX_TRACE_EVENT=`` receipt line on stdout. Bad input: one line on stderr, exit 2.
 Uses the standard library only (it runs where orjson is not installed).
 """
@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None, env: dict | None = None) -> int:
         return 2
     trace = env.get(tb.ENV_TRACE)
     if not trace:
+        # AKA's contract: untraced runs write nothing and succeed. Said once on stderr, so
+        # an operator who forgot the variable does not take silence for a recorded marker.
+        print(f"iteration_trace: {tb.ENV_TRACE} is not set; nothing recorded", file=sys.stderr)
         return 0
     try:
         append_line(trace, tb.record_line(record))

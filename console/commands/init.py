@@ -76,6 +76,10 @@ PYTHONPATH=. python3 tools/sandbox.py --kind run -- python3 test_kernel.py
 PYTHONPATH=. python3 tools/sandbox.py --kind dev -- python3 skills/autonomous-gpu-kernel-timeline/scripts/timeline.py --help
 ```
 
+`tools/iteration_trace.py` records only when `ATREX_TELEMETRY_TRACE` names the trace file
+(`export ATREX_TELEMETRY_TRACE=$PWD/.atrex_long_horizon/telemetry.jsonl`); without it the
+marker is checked, nothing is written, and one notice line goes to stderr.
+
 `console/` is what `PYTHONPATH=.` finds, so the workspace needs no episcope install: the
 GPU-side code (evaluator, profiling, timeline capture) wants only the standard library, numpy,
 cupy and pynvml (`tools/abba.py` also runs `git`). A sandbox job stages `console/` with the

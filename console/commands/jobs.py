@@ -40,17 +40,13 @@ def _roots(path: str) -> list[Path]:
 
             raise CommandError(str(exc)) from None
     start = Path(path).expanduser()
-    if not start.is_dir():
-        from console.cli import CommandError
-
-        raise CommandError(f"{path}: no such directory")
-    roots = [start.resolve()]
     try:
         workspace = resolve_workspace(start)
     except WorkspaceError as exc:
         from console.cli import CommandError
 
-        raise CommandError(str(exc)) from None  # as `status` does: a directory is not yet a workspace
+        raise CommandError(str(exc)) from None  # as `status` does: a missing path, a file, a non-workspace
+    roots = [start.resolve()]
     for root in workspace.roots:
         if root.resolve() not in roots:
             roots.append(root.resolve())

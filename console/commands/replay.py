@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import sys
     from pathlib import Path
 
     from console.cli import CommandError
@@ -38,9 +40,13 @@ def run(args: argparse.Namespace) -> int:
             print(path)
         return 0
     path = Path(args.path)
-    if path.is_file() and not path.name.endswith((".tar.gz", ".tgz")):
-        if not is_recording(path):
-            raise CommandError(f"{path}: not an episcope recording")
+    recording = path.is_file() and not path.name.endswith((".tar.gz", ".tgz"))
+    if recording and not is_recording(path):
+        raise CommandError(f"{path} is a file, not a workspace, a .tar.gz archive or an episcope recording")
+    # Like watch: a console drawn into a pipe or a file is escape codes nobody can read.
+    if not sys.stdout.isatty() and "TEXTUAL_DRIVER" not in os.environ:
+        raise CommandError("replay needs a terminal; for output a program can read use `episcope events`")
+    if recording:
         try:
             header, events, problems = load_recording(path)
         except RecordingError as exc:

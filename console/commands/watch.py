@@ -31,7 +31,7 @@ def run(args) -> int:
 
     from console.actions import JobLauncher
     from console.app import EpiscopeApp
-    from console.episode.replay import Recorder, new_recording_path
+    from console.episode.replay import Recorder, new_recording_path, prune_recordings
     from console.episode.session import Session
 
     recorder = None
@@ -42,6 +42,7 @@ def run(args) -> int:
                                 worktree=str(workspace.worktree) if workspace.worktree else None)
         except OSError as exc:
             raise CommandError(f"cannot create a recording: {exc} (use --no-record)") from None
+        prune_recordings(workspace.name)
     session = Session(args.path, workspace=workspace, on_event=recorder.record if recorder else None)
     # An archive's unpacked copy is shared by every later look at it: nothing may change it.
     readonly = args.readonly or workspace.archive is not None

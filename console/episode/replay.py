@@ -15,6 +15,7 @@ linear in the events and fast enough for an operator's keystroke.
 from __future__ import annotations
 
 import os
+import re
 import time
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from .summary import event_to_json
 from .workspace import Workspace
 
 RECORDING_SCHEMA = "episcope-recording/v1"
+KEEP_RECORDINGS = 20  # per campaign; older ones are deleted when a new console session starts
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
@@ -51,10 +53,34 @@ def recordings_dir() -> Path:
     return state_dir() / "recordings"
 
 
+def _file_stem(campaign: str | None) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in (campaign or "episode"))
+
+
 def new_recording_path(campaign: str | None) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (campaign or "episode"))
-    return recordings_dir() / f"{safe}-{stamp}-{os.getpid()}.jsonl"
+    return recordings_dir() / f"{_file_stem(campaign)}-{stamp}-{os.getpid()}.jsonl"
+
+
+def prune_recordings(campaign: str | None, keep: int = KEEP_RECORDINGS) -> list[Path]:
+    """Delete all but the ``keep`` newest recordings of ``campaign`` (every console session
+    writes one); returns the paths deleted."""
+    named = re.compile(re.escape(_file_stem(campaign)) + r"-[0-9]{8}T[0-9]{6}-[0-9]+\.jsonl")
+    directory = recordings_dir()
+    try:
+        mine = [entry for entry in os.scandir(directory) if named.fullmatch(entry.name) and entry.is_file()]
+    except OSError:
+        return []
+    # Newest first by the time in the name, then by mtime (two sessions in one second).
+    mine.sort(key=lambda entry: (entry.name.rsplit("-", 2)[-2], entry.stat().st_mtime), reverse=True)
+    deleted = []
+    for entry in mine[keep:]:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            continue  # gone already, or not ours to delete: the next prune tries again
+        deleted.append(Path(entry.path))
+    return deleted
 
 
 def _to_raw(data: object) -> object:

@@ -79,9 +79,9 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     start = Path(path or ".").expanduser()
     if not start.exists():
         raise WorkspaceError(f"{start}: no such directory")
-    start = start.resolve()
     if start.is_file():
-        start = start.parent
+        raise WorkspaceError(f"{start} is a file, not a workspace or a .tar.gz archive")
+    start = start.resolve()
     paths = find_repo(start)
     if paths is None:
         # Not a git repo: still show what the files say (an archive copy, a fixture).
