@@ -106,12 +106,12 @@ def test_four_sandboxed_profiles_at_once_all_finish(tmp_path, containment):
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     jobs = [
         subprocess.Popen(
-            [sys.executable, "tools/sandbox.py", "--kind", "profile", "--profile-level", "survey", "--timeout", "60",
+            [sys.executable, "tools/sandbox.py", "--kind", "profile", "--profile-level", "survey", "--timeout", "30",
              "-e", f"PROFILE_WORKLOAD_IDX={shape}", "--", "bash", "tools/profile_nvidia.sh", "profile_driver.py",
              "--output-dir", f"profiles/wave/shape-{shape}"],
             cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for shape in range(4)
     ]
-    outcomes = [(job.wait(timeout=120), job.stderr.read()[-1500:]) for job in jobs]
+    outcomes = [(job.wait(timeout=90), job.stderr.read()[-1500:]) for job in jobs]
     assert [code for code, _ in outcomes] == [0, 0, 0, 0], outcomes
