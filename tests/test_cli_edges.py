@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundled_example import ARCHIVE
 
+from bundled_example import ARCHIVE
 from console.commands.init import WORKSPACE_README
 from console.episode.replay import KEEP_RECORDINGS, new_recording_path, prune_recordings, recordings_dir
 
