@@ -177,6 +177,7 @@ def run_process(
     on_started: Callable[[int, int, int | None], None] | None = None,
     kill_grace: float = KILL_GRACE_SECONDS,
     read_only: tuple[str, ...] = (),
+    host_pids: bool = False,
     slot_fd: int | None = None,
     log_limit: int = DEFAULT_LOG_LIMIT,
 ) -> ProcessResult:
@@ -199,6 +200,8 @@ def run_process(
     ]
     for path in read_only:
         supervisor += ["--read-only", path]
+    if host_pids:
+        supervisor.append("--host-pids")
     try:
         proc = subprocess.Popen(
             [*supervisor, "--", *argv],

@@ -256,6 +256,7 @@ def _run_in_slot(
             on_started=lambda pid, pgid, started: writer.update(pid=pid, pgid=pgid, pid_started=started),
             kill_grace=kill_grace,
             read_only=(request.workspace,),
+            host_pids=request.kind == "profile",
             slot_fd=slot_fd,
             log_limit=request.max_log_bytes,
         )

@@ -500,6 +500,8 @@ def parse_args(argv: list):
     parser.add_argument("--report-fd", type=int, required=True)
     parser.add_argument("--containment", choices=("auto",) + MODES, default="auto")
     parser.add_argument("--read-only", action="append", default=[])
+    parser.add_argument("--host-pids", action="store_true",
+                        help="the command must see the host's process ids: no PID namespace")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:
@@ -516,6 +518,13 @@ def main(argv: list) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the starter decides; a terminal ^C reaches it
     modes = MODES if args.containment == "auto" else (args.containment,)
     notes = []
+    if args.host_pids and "pidns" in modes:
+        # Nsight Compute instances take turns on the GPU's counters through a lock that names
+        # its holder by pid; from inside separate PID namespaces those pids mean other
+        # processes, and the second profiler of a wave waits until its timeout (seen on the
+        # H200 with four surveys at once). Such jobs keep the host's pids.
+        modes = tuple(mode for mode in modes if mode != "pidns")
+        notes.append("pidns: not for a profiler (Nsight Compute coordinates concurrent instances by host pid)")
     returncode = None
     for mode in modes:
         try:

@@ -243,3 +243,26 @@ def test_records_of_dead_runners_read_lost_and_block_nothing(ws, tmp_path):
     assert "sandbox_concurrency" not in json.dumps(document.get("alerts"))
     job = subprocess.run(sandbox_argv("--", PY, "-c", "print('ran')"), cwd=ws, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert job.returncode == 0 and "ran" in job.stdout, job.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a PID namespace needs root")
+def test_a_profiler_job_is_held_without_a_pid_namespace(tmp_path):
+    """Concurrent Nsight Compute instances coordinate by host pid (four surveys at once hung
+    inside PID namespaces on the H200), so a profile job is held by the next containment and
+    sees host pids; any other job still gets the namespace."""
+    from console.jobs.local import run_process
+
+    def held(host_pids: bool):
+        job = tmp_path / f"job-{host_pids}"
+        job.mkdir()
+        outcome = run_process(
+            [PY, "-c", "import os; print(os.getpid())"], cwd=job, env=clean_env(), timeout=30,
+            stdout_log=job / "stdout.log", stderr_log=job / "stderr.log", job_dir=job, job_id=job.name,
+            host_pids=host_pids,
+        )
+        return outcome.containment, int((job / "stdout.log").read_text()), outcome.notes
+
+    containment, pid, notes = held(host_pids=True)
+    assert containment in ("cgroup", "subreaper") and pid > 2
+    assert any("profiler" in note for note in notes)
+    assert held(host_pids=False)[:2] == ("pidns", 2)  # the namespace's init runs the command as its child
