@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from console.formats.timeline import read_timeline_receipt
-from console.screens.timeline import load_capture
+from console.timeline.capture_view import load_capture
 from console.timeline.tool import main as timeline
 from console.timeline.validate import validate_receipt
 
