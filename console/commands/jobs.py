@@ -6,12 +6,19 @@
 
 PATH (default .) is an episode worktree or a campaign root; a campaign's jobs include those
 of its shown episode worktree.
+
+Job ids, commands and logs are written by the job, so the human output shows their control
+characters as visible stand-ins (``text.visible``): an ESC or BEL in them must not retitle or
+clear the operator's terminal. ``--json`` and a log piped elsewhere keep the exact bytes.
 """
 
 from __future__ import annotations
 
+import codecs
 import sys
 from pathlib import Path
+
+from console.episode.text import visible, visible_lines
 
 HELP = "list sandbox jobs (table, or JSON with --json); `jobs cancel ID`; `jobs log ID`"
 ACTIONS = ("cancel", "log")
@@ -26,7 +33,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the job records as JSON")
     parser.add_argument("--workspace", default=None, help="where the job ran, for cancel and log (default .)")
-    parser.add_argument("--stderr", action="store_true", help="with log: print the job's stderr instead of stdout")
+    parser.add_argument(
+        "--stderr",
+        action="store_true",
+        help="with log: print the job's stderr instead of stdout. On a terminal the log's control "
+        "characters are shown as visible stand-ins (as cat -v does); piped, its bytes are passed as they are",
+    )
 
 
 def _roots(path: str) -> list[Path]:
@@ -61,15 +73,15 @@ def _find_job(words: list[str], workspace: str | None):
         raise CommandError(f"usage: episcope jobs {words[0]} ID [--workspace PATH]")
     job_id = words[1]
     if "/" in job_id or job_id in (".", ".."):
-        raise CommandError(f"{job_id!r} is not a job id")
+        raise CommandError(f"{visible(job_id)!r} is not a job id")
     for root in _roots(workspace or "."):
         directory = job_dir(root, job_id)
         found = read_job_record(directory / RECORD_NAME)
         if found.problems:
-            raise CommandError(str(found.problems[0]))
+            raise CommandError(visible(str(found.problems[0])))
         if found.value is not None:
             return root, directory, found.value
-    raise CommandError(f"no job {job_id} in {workspace or '.'}")
+    raise CommandError(f"no job {visible(job_id)} in {visible(workspace or '.')}")
 
 
 def _list(path: str, as_json: bool) -> int:
@@ -90,12 +102,12 @@ def _list(path: str, as_json: bool) -> int:
     else:
         sys.stdout.write(render_table(records))
     for problem in problems:
-        print(f"episcope: unreadable job record {problem}", file=sys.stderr)
+        print(f"episcope: unreadable job record {visible(str(problem))}", file=sys.stderr)
     return 0
 
 
 def _unknown(value) -> str:
-    return "?" if value is None else str(value)
+    return "?" if value is None else visible(str(value))
 
 
 def render_table(records) -> str:
@@ -106,14 +118,14 @@ def render_table(records) -> str:
         seconds = r.duration_seconds
         rows.append(
             (
-                r.job_id,
-                r.state,
+                visible(r.job_id),
+                visible(r.state),
                 _unknown(r.kind),
                 _unknown(r.exit_code),
                 _unknown(r.result_code),
-                (r.created_at or "?")[:19].replace("T", " "),
+                visible((r.created_at or "?")[:19].replace("T", " ")),
                 "?" if seconds is None else f"{seconds:.1f}",
-                " ".join(r.argv) if r.argv is not None else "?",
+                visible(" ".join(r.argv)) if r.argv is not None else "?",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
@@ -127,13 +139,13 @@ def _cancel(words: list[str], workspace: str | None) -> int:
 
     root, _, record = _find_job(words, workspace)
     if record.terminal:
-        print(f"job {record.job_id} already {record.state}", file=sys.stderr)
+        print(f"job {visible(record.job_id)} already {visible(record.state)}", file=sys.stderr)
         return EXIT_FAILURE
     try:
         final = cancel_job(root, record.job_id)
     except UnknownJob as exc:
         raise CommandError(str(exc)) from None
-    print(f"{final.job_id} {final.state}")
+    print(f"{visible(final.job_id)} {visible(final.state)}")
     return 0 if final.state == "cancelled" else EXIT_FAILURE
 
 
@@ -142,12 +154,20 @@ def _log(words: list[str], workspace: str | None, stderr: bool) -> int:
 
     _, directory, _ = _find_job(words, workspace)
     path = directory / (STDERR_LOG if stderr else STDOUT_LOG)
+    # Raw bytes only where no terminal can act on them; a terminal gets the text made visible
+    # (undecodable bytes as U+FFFD), decoded incrementally so a character split by a chunk stays whole.
+    decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 16):
-                sys.stdout.buffer.write(chunk)
+                if decoder is None:
+                    sys.stdout.buffer.write(chunk)
+                else:
+                    sys.stdout.write(visible_lines(decoder.decode(chunk)))
     except FileNotFoundError:
         pass  # the job never started: its log is empty
+    if decoder is not None:
+        sys.stdout.write(visible_lines(decoder.decode(b"", final=True)))
     sys.stdout.flush()
     return 0
 
