@@ -6,6 +6,12 @@ be half-way through it) and read again once it is complete. A file that became s
 was replaced by another file (new inode), is read again from the start; the caller learns
 of it through ``reset`` so it can drop what it derived from the old content.
 
+A file truncated and rewritten in place can be longer than the offset again by the next
+read, so its size alone does not show the rewrite. The tailer therefore keeps the last
+bytes it consumed (up to ``FINGERPRINT`` of them, ending at its offset) and reads them back
+with one small ``pread`` before going on; if they changed, the content it read is gone and
+the file counts as truncated.
+
 Reads go in 256 KiB chunks: a cold ingest of a multi-GB file holds one chunk (and the
 records decoded from it) at a time, which measured both faster and leaner than 4 MiB.
 """
@@ -17,6 +23,9 @@ import stat
 from collections.abc import Iterator
 
 CHUNK = 256 << 10
+# The end of a telemetry line (its closing fields and newline): differs between any two
+# events that carry a timestamp or sequence number.
+FINGERPRINT = 64
 
 
 class Tailer:
@@ -24,6 +33,7 @@ class Tailer:
         self.path = path
         self.offset = 0  # first byte not yet consumed as part of a complete line
         self._identity: tuple[int, int] | None = None
+        self._fingerprint = b""  # the last bytes consumed, ending at ``offset``
         self.reset: str | None = None  # set by the last read: "truncated" | "replaced"
         # The file's mtime when last read: every line read was written by then, so it is
         # the time of a line that states none.
@@ -55,6 +65,7 @@ class Tailer:
                 self.reset = "replaced"
             self._identity = None
             self.offset = 0
+            self._fingerprint = b""
             return
         try:
             st = os.fstat(fd)
@@ -64,9 +75,11 @@ class Tailer:
             if self._identity is not None and identity != self._identity:
                 self.reset = "replaced"
                 self.offset = 0
-            elif st.st_size < self.offset:
+            elif st.st_size < self.offset or not self._still_there(fd):
                 self.reset = "truncated"
                 self.offset = 0
+            if self.offset == 0:
+                self._fingerprint = b""
             self._identity = identity
             self.mtime = st.st_mtime
             end = st.st_size
@@ -83,6 +96,13 @@ class Tailer:
                 size = CHUNK
                 base = self.offset
                 self.offset += cut + 1
+                tail = data[max(0, cut + 1 - FINGERPRINT):cut + 1]  # short when the chunk is
+                self._fingerprint = (self._fingerprint + tail)[-FINGERPRINT:]
                 yield base, data
         finally:
             os.close(fd)
+
+    def _still_there(self, fd: int) -> bool:
+        """Whether the bytes just before ``offset`` are still the ones consumed there."""
+        seen = self._fingerprint
+        return os.pread(fd, len(seen), self.offset - len(seen)) == seen
