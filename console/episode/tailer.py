@@ -96,7 +96,8 @@ class Tailer:
                 size = CHUNK
                 base = self.offset
                 self.offset += cut + 1
-                tail = data[max(0, cut + 1 - FINGERPRINT):cut + 1]  # short when the chunk is
+                # A read that consumed fewer bytes keeps the end of the previous fingerprint.
+                tail = data[max(0, cut + 1 - FINGERPRINT):cut + 1]
                 self._fingerprint = (self._fingerprint + tail)[-FINGERPRINT:]
                 yield base, data
         finally:
