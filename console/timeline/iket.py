@@ -22,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from console.formats.bounded_read import read_regular_file
 from console.formats.plainjson import atomic_write_bytes
 
+from .capture_view import MAX_RAW_BYTES
 from .encode import encode
 from .files import json_bytes, sha256_file
 from .iket_capture import CAPTURE_NAME, CAPTURE_SCHEMA, PROFILER_DIR
@@ -314,7 +316,11 @@ def validate_source(receipt: dict, base: Path, files: dict[str, Path]) -> list[s
         manifest_obj, events = normalize(trace, selected, load_json(files["event_dictionary"]))
     except (IketExportError, ValueError) as exc:
         return [f"iket trace no longer normalizes: {exc}"]
-    if raw_buffer(manifest_obj, events) != files["raw"].read_bytes():
+    try:
+        raw = read_regular_file(files["raw"], MAX_RAW_BYTES)
+    except (OSError, ValueError) as exc:  # FormatError: no longer a regular file of bounded size
+        return [f"raw unreadable: {exc}"]
+    if raw_buffer(manifest_obj, events) != raw:
         reasons.append("raw buffer differs from the re-normalized IKeT trace")
     if "manifest" in files and load_json(files["manifest"]) != json.loads(json_bytes(manifest_obj)):
         reasons.append("manifest differs from the re-normalized IKeT trace")

@@ -10,9 +10,12 @@ import json
 import os
 from pathlib import Path
 
+from console.formats.bounded_read import read_regular_file
 from console.formats.plainjson import atomic_write_bytes
+from console.formats.problems import FormatError
 
 from . import export
+from .capture_view import MAX_RAW_BYTES
 from .decode import decode
 from .files import json_bytes, sha256_file
 from .manifest import load_json, parse_dictionary, parse_manifest
@@ -36,19 +39,28 @@ class ReceiptError(ValueError):
 
 
 def find_evaluator_record(evidence_path: str | None, kernel_sha256: str) -> dict | None:
-    """The last evaluations.jsonl record (schema >= 2) whose kernel_sha256 matches."""
-    if not evidence_path or not os.path.exists(evidence_path):
+    """The last evaluations.jsonl record (schema >= 2) whose kernel_sha256 matches.
+
+    Read as a bounded regular file: evidence named ``/dev/zero`` or a FIFO is refused
+    with a one-line :class:`ReceiptError`, not read forever or waited on.
+    """
+    if not evidence_path:
         return None
+    try:
+        data = read_regular_file(evidence_path)
+    except FileNotFoundError:
+        return None
+    except (OSError, FormatError) as exc:
+        raise ReceiptError([f"correctness evidence {evidence_path}: {exc}"]) from None
     found = None
-    with open(evidence_path, "rb") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if (isinstance(rec, dict) and isinstance(rec.get("schema_version"), int)
-                    and rec["schema_version"] >= 2 and rec.get("kernel_sha256") == kernel_sha256):
-                found = rec
+    for line in data.splitlines():
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON, or nested or numbered past what json reads
+            continue
+        if (isinstance(rec, dict) and isinstance(rec.get("schema_version"), int)
+                and rec["schema_version"] >= 2 and rec.get("kernel_sha256") == kernel_sha256):
+            found = rec
     return found
 
 
@@ -155,7 +167,10 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
                if p and not os.path.isfile(p)]
     if missing:
         raise ReceiptError([f"missing file {p}" for p in missing])
-    raw_bytes = Path(raw).read_bytes()
+    try:
+        raw_bytes = read_regular_file(raw, MAX_RAW_BYTES)
+    except FormatError as exc:  # swapped for a FIFO or device since the check above
+        raise ReceiptError([f"raw {raw}: {exc}"]) from None
     trace_bytes, summary, integrity = build_outputs(raw_bytes, load_json(manifest), load_json(dictionary), intervals)
     measurement_obj = None
     if measurement:
