@@ -18,6 +18,7 @@ from pathlib import Path
 
 from console.episode import events as ev
 from console.episode.session import Session
+from console.episode.tailer import Tailer
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = ".atrex_long_horizon"
@@ -114,3 +115,22 @@ def test_a_live_session_drops_the_old_events_of_a_longer_rewrite(tmp_path):
     assert seen[0].kind == ev.REMOVED
     assert session.state.telemetry_events == NEW  # the old twenty are gone, not added to
     assert len(session.state.source_reads) == NEW
+
+
+def test_the_tailer_sees_a_rewrite_behind_short_lines_read_one_at_a_time(tmp_path):
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"")
+    tailer = Tailer(str(path))
+    read: list[bytes] = []
+    for i in range(40):  # each read consumes one line, far shorter than the fingerprint
+        with open(path, "ab") as fh:
+            fh.write(b"%d\n" % i)
+        read += [line for _, lines in tailer.batches() for line in lines]
+        assert tailer.reset is None
+    assert read == [b"%d" % i for i in range(40)]
+    with open(path, "r+b") as fh:  # the same bytes but the last line: still a rewrite
+        fh.truncate(0)
+        fh.write(b"".join(b"%d\n" % i for i in range(39)) + b"x9\n" + b"more\n" * 10)
+    again = [line for _, lines in tailer.batches() for line in lines]
+    assert tailer.reset == "truncated"
+    assert again[38:40] == [b"38", b"x9"] and len(again) == 50
