@@ -167,14 +167,14 @@ def test_unpack_refuses_an_archive_over_the_limit_before_decompressing_it(tmp_pa
     raw.write(entry.tobuf(format=tarfile.PAX_FORMAT))
     data = __import__("gzip").compress(raw.getvalue())
     started = time.monotonic()
-    with pytest.raises(ArchiveError, match="pass"):
+    with pytest.raises(ArchiveError, match="more than 1048576 bytes"):
         unpack(data, str(tmp_path), max_total_bytes=MB)
     assert time.monotonic() - started < 5
     assert list(tmp_path.iterdir()) == []
 
 
 def test_unpack_refuses_garbage_and_truncated_archives(tmp_path):
-    with pytest.raises(ArchiveError, match="not a gzip"):
+    with pytest.raises(ArchiveError, match="Not a gzipped file"):
         unpack(b"not an archive at all", str(tmp_path), max_total_bytes=MB)
     (tmp_path / "src").mkdir()
     write(tmp_path / "src" / "p" / "a.bin", os.urandom(50_000))

@@ -8,14 +8,15 @@ GPU and brings the ``--sync`` outputs back into the staged copy.
 
 How a job travels:
 
-- The staged directory, plus ``.episcope_ray/`` (the wrapper, ``sync_archive.py`` and the
-  job's ``job.json``), is zipped here and given to Ray as the ``working_dir``. A zip made
-  here, not the directory itself, because Ray's own packing drops files named by
-  ``.gitignore`` / ``.rayignore`` and ``.git``, ``.venv`` or ``__pycache__`` directories, so
-  the worker would see another tree than a local job. ``job.json`` holds a random nonce:
-  Ray unpacks equal packages into one shared directory, and two jobs must never share one.
-  It also holds the key of the frame's HMAC, which the wrapper deletes before the command
-  starts, so the command cannot sign a verdict of its own (``sync_archive``).
+- The staged directory, plus ``.episcope_ray/`` (the wrapper, ``sync_archive.py``, the
+  ``tar_check.py`` it imports and the job's ``job.json``), is zipped here and given to Ray
+  as the ``working_dir``. A zip made here, not the directory itself, because Ray's own
+  packing drops files named by ``.gitignore`` / ``.rayignore`` and ``.git``, ``.venv`` or
+  ``__pycache__`` directories, so the worker would see another tree than a local job.
+  ``job.json`` holds a random nonce: Ray unpacks equal packages into one shared directory,
+  and two jobs must never share one. It also holds the key of the frame's HMAC, which the
+  wrapper deletes before the command starts, so the command cannot sign a verdict of its own
+  (``sync_archive``).
 - The entrypoint is the wrapper (``ray_wrapper.py``) on ``python3`` (``EPISCOPE_RAY_PYTHON``
   names another interpreter), with ``entrypoint_num_gpus=1``: Ray reserves one GPU and sets
   ``CUDA_VISIBLE_DEVICES`` for it. The submission id is ``episcope-<job id>-<nonce>``;
@@ -62,7 +63,8 @@ PACKAGE_DIR = ".episcope_ray"
 WRAPPER_NAME = "ray_wrapper.py"
 SPEC_NAME = "job.json"
 _HERE = Path(__file__).resolve().parent
-_SHIPPED = {WRAPPER_NAME: _HERE / "ray_wrapper.py", "sync_archive.py": _HERE / "sync_archive.py"}
+_SHIPPED = {WRAPPER_NAME: _HERE / "ray_wrapper.py", "sync_archive.py": _HERE / "sync_archive.py",
+            "tar_check.py": _HERE.parent / "formats" / "tar_check.py"}
 
 MAX_LOG_ARCHIVE_BYTES = 64 * 1024 * 1024  # contents of an archive framed into the log
 MAX_SHARED_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024

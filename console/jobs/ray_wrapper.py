@@ -14,7 +14,7 @@ The output is re-encoded as UTF-8 (undecodable bytes replaced): Ray serves the l
 text, and one stray byte must not make the whole log, frame included, unreadable.
 
 Standard library only and Python 3.8 compatible: the worker has Ray's Python, nothing of
-episcope but this file and ``sync_archive.py`` beside it.
+episcope but this file and ``sync_archive.py`` (with the ``tar_check.py`` it imports) beside it.
 """
 
 from __future__ import annotations

@@ -23,9 +23,13 @@ line is output (or, inside a frame, damage), never buffered whole.
 
 Neither side trusts an archive: links, absolute paths, ``..``, special files, names that are
 not in normal form and archives over the size limit are refused before anything is written.
+Before ``tarfile`` parses a byte of it, the archive is walked whole by ``tar_check`` (bounded
+pax and long-name headers, member count and bytes, the gzip stream verified to its end), as
+episode archives are: a crafted pax header would otherwise keep ``tarfile`` busy for minutes.
 
 Standard library only, and Python 3.8 compatible: this file travels to the worker beside the
-wrapper.
+wrapper, and ``tar_check.py`` beside it (there both are top-level modules; it is imported
+only by :func:`unpack`, which the wrapper itself never calls).
 """
 
 from __future__ import annotations
@@ -208,6 +212,22 @@ def _check_destination(dest: str, member: str) -> str:
     return path
 
 
+def _check_whole(data: bytes, *, max_total_bytes: int, max_members: int) -> None:
+    """Walk the whole archive with ``tar_check`` before ``tarfile`` parses any of it."""
+    if __package__:
+        from ..formats import tar_check
+    else:  # a top-level module on a Ray worker, tar_check.py shipped beside it
+        import tar_check
+    # The decompressed stream holds, beyond the contents, a header block, at most one pax
+    # header with its data block and the padding of each member: four blocks a member.
+    limits = tar_check.TarLimits(members=max_members, total_bytes=max_total_bytes,
+                                 stream_bytes=max_total_bytes + 4 * tar_check.BLOCK * (max_members + 1))
+    try:
+        tar_check.check_tar_gz(io.BytesIO(data), limits)
+    except tar_check.TarRefused as exc:
+        raise ArchiveError(f"archive refused: {exc}") from None
+
+
 def unpack(data: bytes, dest: str, *, max_total_bytes: int, max_members: int = 100_000) -> List[str]:
     """Write the archive's files under ``dest`` and return their relative paths.
 
@@ -215,6 +235,7 @@ def unpack(data: bytes, dest: str, *, max_total_bytes: int, max_members: int = 1
     ``dest`` untouched. Only regular files and directories are accepted; each file is
     written whole (temporary file, then rename) with mode 0644 or 0755.
     """
+    _check_whole(data, max_total_bytes=max_total_bytes, max_members=max_members)
     files: List[tarfile.TarInfo] = []
     names = set()
     total = 0
