@@ -20,6 +20,12 @@ these the machine allows:
     ``PR_SET_CHILD_SUBREAPER``: orphaned descendants are re-parented to the supervisor,
     which finds them by parent links in ``/proc`` and kills them until none is left.
 
+As root, the command held by ``cgroup`` or ``subreaper`` (a profile job, which must see host
+pids, or where PID namespaces are refused) still gets a mount namespace of its own, made
+between fork and exec: the ``--read-only`` paths are bound read-only there, while the host's
+``/proc`` and pids stay (the supervisor itself keeps the host's view: it writes the job
+record). Where the kernel refuses the namespace, the job runs without it and a note says so.
+
 The command is stopped by SIGTERM to the supervisor (SIGTERM to every process of the tree,
 ``--grace`` seconds, then SIGKILL), and also when the process that started the supervisor
 dies: that process holds the write end of the ``--control-fd`` pipe, so end of file there
@@ -171,8 +177,9 @@ class Tree:
 
     name = ""
 
-    def start(self, argv: list) -> subprocess.Popen:
-        return _spawn(argv)
+    def start(self, argv: list, prepare=None) -> subprocess.Popen:
+        """Spawn the command; ``prepare`` runs in the child just before exec."""
+        return _spawn(argv, prepare)
 
     def members(self) -> list:
         raise NotImplementedError
@@ -236,12 +243,14 @@ class CgroupTree(SubreaperTree):
         self.path = tempfile.mkdtemp(prefix=f"episcope-{job_id}-", dir=parent)
         super().__init__()
 
-    def start(self, argv: list) -> subprocess.Popen:
+    def start(self, argv: list, prepare=None) -> subprocess.Popen:
         procs = os.path.join(self.path, "cgroup.procs")
 
         def enter() -> None:
             with open(procs, "w") as fh:
                 fh.write("0\n")  # the process writing: the command, before it runs
+            if prepare is not None:
+                prepare()
 
         try:
             return _spawn(argv, enter)
@@ -301,18 +310,21 @@ def _mount(source, target, fstype, flags: int, what: str) -> None:
     _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, None), what)
 
 
-def _isolate_mounts(read_only: list) -> list:
-    """In the namespace's init: a private /proc and read-only workspace binds; notes on failures."""
+def _isolate_mounts(read_only: list, private_proc: bool = True) -> list:
+    """A mount namespace for the calling process: the ``read_only`` paths bound read-only and,
+    in a PID namespace's init, a private /proc. Returns notes on what failed."""
     notes = []
     try:
         _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _mount(None, "/", None, MS_REC | MS_PRIVATE, "making mounts private")
     except Unavailable as exc:
-        return [f"no mount namespace ({exc}): /proc and the workspace stay as they are"]
-    try:
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mounting /proc")
-    except Unavailable as exc:
-        notes.append(str(exc))
+        unchanged = "/proc and the workspace stay as they are" if private_proc else "the workspace stays writable"
+        return [f"no mount namespace ({exc}): {unchanged}"]
+    if private_proc:
+        try:
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mounting /proc")
+        except Unavailable as exc:
+            notes.append(str(exc))
     for path in read_only:
         try:
             _mount(path, path, None, MS_BIND | MS_REC, f"binding {path}")
@@ -320,6 +332,26 @@ def _isolate_mounts(read_only: list) -> list:
         except Unavailable as exc:
             notes.append(str(exc))
     return notes
+
+
+class CommandMounts:
+    """The command's own mount namespace, made in the child between fork and exec (the
+    ``preexec`` of its spawn). The child's notes come back through a pipe that exec closes."""
+
+    def __init__(self, read_only: list) -> None:
+        self.read_only = read_only
+        self.notes_r, self.notes_w = os.pipe()  # close-on-exec, as Python makes every pipe
+
+    def __call__(self) -> None:
+        notes = _isolate_mounts(self.read_only, private_proc=False)
+        os.write(self.notes_w, json.dumps(notes).encode())
+
+    def notes(self) -> list:
+        """In the supervisor once the spawn returned (the child has exec'd or failed)."""
+        os.close(self.notes_w)
+        with os.fdopen(self.notes_r, "rb") as fh:
+            data = fh.read()
+        return json.loads(data) if data else []
 
 
 class NamespaceInit(Tree):
@@ -344,14 +376,19 @@ class NamespaceInit(Tree):
             pass
 
 
-def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int, notes: list) -> int:
-    """Run the command in ``tree``; return its status once the tree is empty."""
+def _supervise(tree: Tree, argv: list, stop: Stop, grace: float, report_fd: int, notes: list,
+               mounts: CommandMounts | None = None) -> int:
+    """Run the command in ``tree`` (in a mount namespace of its own with ``mounts``); return
+    its status once the tree is empty."""
     try:
-        command = tree.start(argv)
+        command = tree.start(argv, mounts)
     except OSError as exc:
         tree.close()
         _report(report_fd, containment=tree.name, notes=notes, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
         return 127
+    finally:
+        if mounts is not None:
+            notes = notes + mounts.notes()  # the child has exec'd or failed: its notes are all written
     _report(report_fd, containment=tree.name, notes=notes)
     try:
         exited = [os.pidfd_open(command.pid)]  # readable once the command has exited
@@ -534,7 +571,9 @@ def main(argv: list) -> int:
                 returncode = _run_namespace(args, stop, args.read_only)
             else:
                 tree = CgroupTree(args.job_id) if mode == "cgroup" else SubreaperTree()
-                returncode = _supervise(tree, args.command, stop, args.grace, args.report_fd, notes)
+                # Without a PID namespace the read-only paths need a mount namespace of their own.
+                mounts = CommandMounts(args.read_only) if os.geteuid() == 0 and args.read_only else None
+                returncode = _supervise(tree, args.command, stop, args.grace, args.report_fd, notes, mounts)
                 returncode = returncode if returncode >= 0 else 128 - returncode
             break
         except Unavailable as exc:

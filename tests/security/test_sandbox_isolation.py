@@ -6,14 +6,17 @@ stage (``../../../../kernel.py``) name nothing of it; the private shapes table's
 no environment a job can read; a record the job forges never makes ``jobs cancel`` signal
 a process that is not the job's. Closed where the machine allows a PID namespace (root):
 the workspace is read-only to the job by any path, absolute included, and the job's /proc
-shows its own processes only. With the cgroup or subreaper fallback a job that knows the
-workspace's absolute path can still write there (the README says so).
+shows its own processes only. A profile job (held by the cgroup or subreaper, as it must see
+host pids) still gets a mount namespace as root, so the workspace is read-only to it too.
+Without root, a job that knows the workspace's absolute path can still write there (the
+README says so).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,6 +138,71 @@ def test_with_a_namespace_the_workspace_is_read_only_by_any_path(ws):
     assert sorted(p.name for p in record_glob.iterdir()) == sorted(["slots", record.job_id])
 
 
+# What a profiler needs: host pids and the host's /proc.
+HOST_VIEW = r'''
+print("HOST=" + json.dumps({"pid": os.getpid(), "sees_starter": os.path.exists("/proc/%d" % int(os.environ["STARTER"]))}))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
+@pytest.mark.parametrize("mode", ["auto", "subreaper"])
+def test_a_profile_job_without_a_pid_namespace_cannot_write_the_workspace_by_absolute_path(ws, tmp_path, monkeypatch, mode):
+    from console.jobs.local import run_process
+
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    job = ws / ".atrex_long_horizon" / "sandbox" / "job-profile"
+    job.mkdir(parents=True)
+    targets = [ws / "kernel.py", ws / ".git" / "config", ws / "planted.py"]
+    monkeypatch.setenv(CONTAINMENT_ENV, mode)  # run_process reads it from its own environment
+    outcome = run_process(
+        [PY, "-c", WRITE_UP + HOST_VIEW, *map(str, targets)], cwd=stage, env=clean_env(STARTER=str(os.getpid())),
+        timeout=30, stdout_log=job / "stdout.log", stderr_log=job / "stderr.log", job_dir=job, job_id=job.name,
+        host_pids=True, read_only=(str(ws),),
+    )
+    output = (job / "stdout.log").read_text()
+    assert outcome.state == "succeeded", (job / "stderr.log").read_text()
+    assert outcome.containment in ("cgroup", "subreaper") and outcome.containment != "pidns"
+    assert not any("mount namespace" in note for note in outcome.notes), outcome.notes
+    writes = line_of(output, "WRITES=")
+    assert all(writes[str(t)] == "Read-only file system" for t in targets), writes
+    assert (ws / "kernel.py").read_text() == "KERNEL = 1\n" and (ws / ".git" / "config").read_text() == "[core]\n"
+    assert not (ws / "planted.py").exists()
+    host = line_of(output, "HOST=")
+    assert host["pid"] > 2 and host["sees_starter"], host  # host pids and the host's /proc stay
+
+
+# A supervisor that may not make a mount namespace: run_process under setpriv, which drops
+# CAP_SYS_ADMIN from the bounding set (root stays root, unshare(CLONE_NEWNS) is refused).
+WITHOUT_MOUNTS = r'''
+import json, sys
+from pathlib import Path
+from console.jobs.local import run_process
+ws, stage, job = map(Path, sys.argv[1:4])
+outcome = run_process([sys.executable, "-c", "open(%r, 'a').write('# planted\\n')" % str(ws / "kernel.py")], cwd=stage,
+                      env={"PATH": "/usr/bin:/bin"}, timeout=30, stdout_log=job / "stdout.log",
+                      stderr_log=job / "stderr.log", job_dir=job, job_id=job.name, host_pids=True, read_only=(str(ws),))
+print(json.dumps({"state": outcome.state, "containment": outcome.containment, "notes": list(outcome.notes)}))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_where_the_mount_namespace_is_refused_the_profile_job_runs_and_a_note_says_so(ws, tmp_path):
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    job = ws / ".atrex_long_horizon" / "sandbox" / "job-profile"
+    job.mkdir(parents=True)
+    run = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", PY, "-c", WITHOUT_MOUNTS, str(ws), str(stage), str(job)],
+                         cwd=REPO, env=clean_env(PYTHONPATH=str(REPO), **{CONTAINMENT_ENV: "subreaper"}),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    outcome = json.loads(run.stdout)
+    assert outcome["state"] == "succeeded" and outcome["containment"] == "subreaper", outcome
+    assert outcome["notes"] == ["no mount namespace (unshare(CLONE_NEWNS): Operation not permitted): "
+                                "the workspace stays writable"], outcome
+    assert (ws / "kernel.py").read_text() == "KERNEL = 1\n# planted\n"  # the fallback, as the README says
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_private_shapes_table_is_in_no_environment_a_job_can_read(ws, tmp_path, mode):
     table = tmp_path / "operator" / "private-shapes-table.json"
@@ -142,7 +210,10 @@ def test_the_private_shapes_table_is_in_no_environment_a_job_can_read(ws, tmp_pa
     table.write_text(json.dumps({"s-7f3a": {"m": 4096}, "s-0b21": {"m": 77777}}))
     env = clean_env(**{CONTAINMENT_ENV: mode, "EPISCOPE_PRIVATE_SHAPES": str(table), "PROFILE_SHAPE_ID": "s-7f3a", "HOLD": "30"})
     (ws / "secrets.txt").write_text(f"{table}\n77777\n")  # what to look for, in no command line
-    argv = [PY, str(TOOL), "--kind", "profile", "--", PY, "read_environ.py"]
+    # A profile job is never held in a PID namespace (its profiler needs host pids): there the
+    # job is a plain run, which gets no private case but the same environment.
+    kind = "run" if mode == "pidns" else "profile"
+    argv = [PY, str(TOOL), "--kind", kind, "--", PY, "read_environ.py"]
     runner = subprocess.Popen(argv, cwd=ws, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         line = b""
