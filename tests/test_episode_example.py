@@ -137,3 +137,14 @@ def test_sandbox_profile_runs_the_funnel_and_syncs_outputs(tmp_path):
     assert "Pattern C [high]: uncoalesced-loads" in summary and (ws / out / "analysis" / "source_metrics_line_run.txt").is_file()
     assert not (ws / out / "ncu.ncu-rep").exists() and not (ws / out / "ncu_source.ncu-rep").exists()
     assert "not synced: profiles/episode_1/deep/shape-4/ncu.ncu-rep" in proc.stderr
+
+
+def test_each_cache_directory_gets_its_own_copy(tmp_path, monkeypatch):
+    """Opening the same archive under another XDG_CACHE_HOME unpacks it there: a copy opened
+    earlier in the process (which that cache's owner may have changed) is never handed out."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "one"))
+    first = open_archive(ARCHIVE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "two"))
+    second = open_archive(ARCHIVE)
+    assert first.is_relative_to(tmp_path / "one") and second.is_relative_to(tmp_path / "two")
+    assert open_archive(ARCHIVE) == second

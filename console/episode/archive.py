@@ -55,8 +55,9 @@ KEPT_CONFIG = re.compile(
 )
 CONFIG_NAMES = frozenset({"config", "config.worktree"})
 
-# (path, size, mtime_ns) -> campaign root, so a session re-resolving hashes nothing
-_opened: dict[tuple[str, int, int], Path] = {}
+# (cache root, path, size, mtime_ns) -> campaign root, so a session re-resolving hashes
+# nothing; the cache root is part of the key because it follows XDG_CACHE_HOME.
+_opened: dict[tuple[str, str, int, int], Path] = {}
 
 
 class ArchiveError(Exception):
@@ -222,7 +223,7 @@ def open_archive(path: str | os.PathLike[str]) -> Path:
     archive = Path(path).expanduser().resolve()
     try:
         st = archive.stat()
-        key = (str(archive), st.st_size, st.st_mtime_ns)
+        key = (str(cache_root()), str(archive), st.st_size, st.st_mtime_ns)
         known = _opened.get(key)
         if known is not None and known.is_dir():
             return known
