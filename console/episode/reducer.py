@@ -80,8 +80,8 @@ _OpenPhase = tuple[str, float | None, float | None]  # (phase, start monotonic, 
 class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
-    __slots__ = ("clocks", "count", "ids", "open", "ops_done", "ops_running", "orchestration", "reads", "reasons",
-                 "span_seconds", "spans", "timer", "totals")
+    __slots__ = ("clocks", "count", "ids", "open", "ops_done", "ops_ended", "ops_running", "ops_seconds",
+                 "orchestration", "reads", "reasons", "span_seconds", "spans", "timer", "totals")
 
     def __init__(self) -> None:
         self.clocks: dict[tuple[str, str], _Clock] = {}  # (iteration, attempt) -> its clock
@@ -95,6 +95,10 @@ class _TelemetryFold:
         self.reads: list[SourceRead] = []
         self.ops_done: list[SandboxOperation] = []
         self.ops_running: dict[str, SandboxOperation] = {}
+        # Completed operations by status and their summed duration (None until one states
+        # it), counted as they complete: a snapshot must not walk every operation.
+        self.ops_ended: dict[str, int] = {}
+        self.ops_seconds: float | None = None
         self.count = 0
         # Interning: a million records share a handful of ids, phases and categories, so
         # the spans keep one string each instead of one per record.
@@ -209,6 +213,10 @@ class _TelemetryFold:
                 op_id = record.operation_id or f"unnamed-{count}"
                 started = self.ops_running.pop(op_id, None)
                 category = record.category or (started.category if started else None)
+                status = "succeeded" if record.status == "succeeded" else "failed"
+                self.ops_ended[status] = self.ops_ended.get(status, 0) + 1
+                if record.duration_seconds is not None:
+                    self.ops_seconds = (self.ops_seconds or 0.0) + record.duration_seconds
                 self.ops_done.append(SandboxOperation(
                     operation_id=op_id,
                     category=self._intern(category),
@@ -217,7 +225,7 @@ class _TelemetryFold:
                     started_at=started.started_at if started else None,
                     started_monotonic=started.started_monotonic if started else None,
                     duration_seconds=record.duration_seconds,
-                    status="succeeded" if record.status == "succeeded" else "failed",
+                    status=status,
                     exit_status=record.exit_status,
                     failure_type=record.failure_type,
                 ))
@@ -371,10 +379,10 @@ class Reducer:
         lists = [self._evaluations[p] for p in sorted(paths) if p in self._evaluations]
         journal, handoff = self._latest(ev.JOURNAL, paths), self._latest(ev.HANDOFF, paths)
         ops: dict[str, int] = {"running": 0, "succeeded": 0, "failed": 0}
-        seconds = [op.duration_seconds for f in folds for op in f.ops_done if op.duration_seconds is not None]
+        seconds = [f.ops_seconds for f in folds if f.ops_seconds is not None]
         for fold in folds:
-            for op in fold.ops_done:
-                ops[op.status] = ops.get(op.status, 0) + 1
+            for status, count in fold.ops_ended.items():
+                ops[status] += count
             ops["running"] += len(fold.ops_running)
         return RuntimeFacts(
             telemetry_events=sum(f.count for f in folds) if folds else None,
