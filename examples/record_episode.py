@@ -377,6 +377,17 @@ class Recorder:
         log(f"  test_kernel.py {' '.join(args)}: all_pass={result['all_pass']} geomean {result['latency_us_geomean']} us")
         return result
 
+    def check_and_benchmark(self) -> tuple[dict, dict]:
+        """The committed trial through the sandbox: correctness over three seeds, then the
+        benchmark, each in its phase. The correctness result is kept for the memory record."""
+        self.trace("phase-start", "correctness")
+        self.correctness = self.evaluate("--multi-seed", "3")
+        self.trace("phase-end", "correctness")
+        self.trace("phase-start", "benchmark")
+        bench = self.evaluate()
+        self.trace("phase-end", "benchmark")
+        return self.correctness, bench
+
     def open_journal(self) -> None:
         self.env = self.agent_env()
         self.save_journal(schema_version=1, episode=self.n, memory_version=self.incumbent_version,
@@ -460,13 +471,7 @@ class Recorder:
         trial = git(self.worktree, AGENT, "rev-parse", "HEAD")
         self.trace("phase-end", "implementation")
 
-        self.trace("phase-start", "correctness")
-        correctness = self.evaluate("--multi-seed", "3")
-        self.trace("phase-end", "correctness")
-        self.trace("phase-start", "benchmark")
-        bench = self.evaluate()
-        self.trace("phase-end", "benchmark")
-        self.correctness = correctness
+        correctness, bench = self.check_and_benchmark()
 
         # profile the new kernel against the old one on the same shape
         self.trace("phase-start", "profile")
@@ -574,13 +579,7 @@ class Recorder:
         trial = git(self.worktree, AGENT, "rev-parse", "HEAD")
         self.trace("phase-end", "implementation")
 
-        self.trace("phase-start", "correctness")
-        correctness = self.evaluate("--multi-seed", "3")
-        self.trace("phase-end", "correctness")
-        self.trace("phase-start", "benchmark")
-        bench = self.evaluate()
-        self.trace("phase-end", "benchmark")
-        self.correctness = correctness
+        correctness, bench = self.check_and_benchmark()
 
         # profile the trial where the capture was taken: sol, then deep with source counters
         self.trace("phase-start", "profile")
