@@ -6,7 +6,7 @@ from textual.widgets import DataTable
 
 from console.episode.state import Alert, EpisodeState
 
-from .common import plain, sync_table
+from .common import plain, selected_key, sync_table
 from .pane import Pane
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -55,10 +55,8 @@ class AlertsPane(Pane):
         sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def full_text(self) -> tuple[str, str] | None:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None
-        alert = self._alerts.get(list(table.rows)[table.cursor_row].value)
+        key = selected_key(self.query_one(DataTable))
+        alert = None if key is None else self._alerts.get(key)
         if alert is None:
             return None
         return f"{alert.severity} {alert.code}", f"{alert.message}\n\n{alert.severity} {alert.code}\n{alert.path or ''}"

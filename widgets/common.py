@@ -64,6 +64,13 @@ def _as_text(cell: Text | str) -> Text:
     return cell if shown == cell.plain else Text(shown, style=cell.style)
 
 
+def selected_key(table: DataTable) -> str | None:
+    """The key of the row under the table's cursor (None: the table has no rows)."""
+    if table.row_count == 0:
+        return None
+    return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+
 def sync_table(table: DataTable, rows: list[tuple[str, tuple[Text | str, ...]]], needle: str = "") -> bool:
     """Make ``table`` show ``rows`` (key, cells) in order, touching only what changed.
 

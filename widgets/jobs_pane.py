@@ -17,7 +17,7 @@ from console.episode.state import EpisodeState, JobLogTail
 from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
-from .common import NA, fmt, plain, seconds, sync_table
+from .common import NA, fmt, plain, seconds, selected_key, sync_table
 from .pane import Pane
 
 if TYPE_CHECKING:
@@ -105,10 +105,8 @@ class JobsPane(Pane):
         sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def selected_job(self) -> JobRecord | None:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None
-        return self._jobs.get(list(table.rows)[table.cursor_row].value)
+        key = selected_key(self.query_one(DataTable))
+        return None if key is None else self._jobs.get(key)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_log()

@@ -20,7 +20,7 @@ from console.episode.kernels import profile_shape
 from console.episode.state import EpisodeState
 from console.episode.text import visible
 
-from .common import NA, fmt, plain, short_sha, sync_table
+from .common import NA, fmt, plain, selected_key, short_sha, sync_table
 from .pane import Pane
 
 if TYPE_CHECKING:
@@ -114,11 +114,8 @@ class ProfileFunnel(Pane):
         self._followed = target
 
     def _selected(self) -> tuple[ProfileResult, ProfileKernel] | tuple[None, None]:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None, None
-        key = list(table.rows)[table.cursor_row].value
-        return self._rows.get(key, (None, None))
+        key = selected_key(self.query_one(DataTable))
+        return (None, None) if key is None else self._rows.get(key, (None, None))
 
     def selected_kernel(self) -> str | None:
         kernel = self._selected()[1]

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 from console.episode.state import EpisodeState
 from console.formats.problems import Unreadable
 
-from .common import fmt, sync_table
+from .common import fmt, selected_key, sync_table
 from .pane import Pane
 
 
@@ -46,10 +46,8 @@ class UnreadableList(Pane):
         sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def full_text(self) -> tuple[str, str] | None:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None
-        item = self._items.get(list(table.rows)[table.cursor_row].value)
+        key = selected_key(self.query_one(DataTable))
+        item = None if key is None else self._items.get(key)
         if item is None:
             return None
         return "unreadable record", f"{item.path}\nbyte offset {fmt(item.offset)}\n\n{item.error}"

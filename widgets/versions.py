@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 
 from console.episode.state import EpisodeState
 
-from .common import NA, fmt, plain, short_sha, sync_table
+from .common import NA, fmt, plain, selected_key, short_sha, sync_table
 from .pane import Pane
 
 if TYPE_CHECKING:
@@ -56,10 +56,9 @@ class VersionsPane(Pane):
 
     def selected_version(self) -> MemoryVersion | None:
         """The memory version of the row under the cursor (None: no rows)."""
-        table = self.query_one(DataTable)
-        if table.row_count == 0 or self.state is None:
+        key = selected_key(self.query_one(DataTable))
+        if key is None or self.state is None:
             return None
-        key = list(table.rows)[table.cursor_row].value
         return next((r for r in self.state.versions if f"v{r.version}:{r.timestamp}" == key), None)
 
     def full_text(self) -> tuple[str, str] | None:
