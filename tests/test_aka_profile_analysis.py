@@ -1,15 +1,23 @@
-"""analysis/metrics_key_run.json in AKA's layout, and the documented differences of the two
-diagnoses on the real H200 captures (what AKA's classify_ncu.py said is a fixture)."""
+"""analysis/metrics_key_run.json in AKA's layout, the documented differences of the two
+diagnoses on the real H200 captures, and AKA's patterns shown beside episcope's (what AKA's
+classify_ncu.py said is a fixture: tests/fixtures/aka/README.md)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
+import shutil
 from pathlib import Path
 
 import pytest
 
-from console.profiling import funnel
+from console.episode.replay import Recorder, Replay, load_recording
+from console.episode.session import Session
+from console.episode.summary import status_document
+from console.profiling import aka_diagnosis, funnel
+from console.profiling.result import load_profile_dir
+from console_fixture import build_episode
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "tests" / "fixtures" / "profiling"
@@ -47,3 +55,113 @@ def test_the_reference_table_is_what_both_tools_said():
         mark = "" if both["aka"] == both["episcope"] else " ≠"
         row = f"| `{capture}`{mark} | {' '.join(both['episcope']) or '—'} | {' '.join(both['aka']) or '—'} |"
         assert row in text, row
+
+
+# AKA's patterns beside episcope's: what AKA's classify_ncu.py printed (--json) is the fixture.
+
+CLASSIFY = ROOT / "tests" / "fixtures" / "aka" / "classify_ncu"
+PRINTED = sorted(f"{p.parent.name}/{p.stem}" for p in (CLASSIFY / "captures").glob("*/*.json"))
+
+
+def _akas(printed: dict) -> list[dict]:
+    return [{"id": f["pattern"], "confidence": f["confidence"], "label": f["label"], "evidence": f["evidence"]}
+            for f in printed["findings"]]
+
+
+def test_akas_output_was_kept_for_every_capture():
+    captures = sorted(f"{d.parent.name}/{d.name}" for d in CAPTURES.glob("*/*") if (d / "analysis" / "ncu_raw.csv.gz").is_file())
+    assert PRINTED == captures and len(PRINTED) == 36
+    for capture, both in AKA.items():  # the earlier fixture agrees with the kept outputs
+        printed = json.loads((CLASSIFY / "captures" / f"{capture}.json").read_text())
+        assert sorted(f["pattern"] for f in printed["findings"]) == both["aka"]
+
+
+@pytest.mark.parametrize("capture", PRINTED)
+def test_profile_shows_the_patterns_akas_classifier_printed(capture, tmp_path):
+    out, _ = _assemble(tmp_path, capture)
+    result, problems = load_profile_dir(out)
+    assert problems == () and result.aka_patterns_unknown is None
+    printed = json.loads((CLASSIFY / "captures" / f"{capture}.json").read_text())
+    assert [p.to_json() for p in result.aka_patterns] == _akas(printed)
+
+
+EDGES = json.loads((CLASSIFY / "edge_cases.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(EDGES))
+def test_thresholds_and_missing_values_as_akas_classifier_reads_them(case):
+    assert [p.to_json() for p in aka_diagnosis.classify(EDGES[case]["metrics"])] == _akas(EDGES[case]["aka"])
+
+
+def test_non_finite_values_never_stop_the_reading():
+    names = [v for k, v in vars(aka_diagnosis).items() if k.isupper() and isinstance(v, str) and "__" in v]
+    for value in (math.nan, math.inf, -math.inf, "1e400"):
+        patterns = aka_diagnosis.classify({aka_diagnosis.KERNEL_KEY: "k", **dict.fromkeys(names, value)})
+        assert all(p.evidence for p in patterns)
+    spilled = aka_diagnosis.classify({aka_diagnosis.LOCAL_LD: math.inf, aka_diagnosis.REGISTERS: math.nan})
+    assert [p.evidence for p in spilled] == ["local_ld=inf, local_st=0, regs/thread=nan"]
+
+
+def _profile_dir(tmp_path: Path, metrics: bytes | None) -> Path:
+    out = tmp_path / "profile"
+    out.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "fixtures" / "aka" / "profiles" / "job_record" / "gateway_profile.json", out)
+    if metrics is not None:
+        (out / "analysis").mkdir()
+        (out / "analysis" / "metrics_key_run.json").write_bytes(metrics)
+    return out
+
+
+def test_why_akas_patterns_are_unknown(tmp_path):
+    # AKA's gateway profile record (its sandbox syncs no metrics file): unknown, and why
+    result, problems = load_profile_dir(_profile_dir(tmp_path / "none", None))
+    assert problems == () and result.aka_patterns is None
+    assert result.aka_patterns_unknown == "no analysis/metrics_key_run.json"
+    # a profile an older episcope took: its metrics file is not AKA's flat layout
+    result, problems = load_profile_dir(CAPTURES / "copy" / "sol")
+    assert problems == () and result.aka_patterns is None and "not in AKA's flat layout" in result.aka_patterns_unknown
+    assert [p[0] for p in result.patterns] == ["_mem"]  # episcope's own diagnosis still reads
+    # a broken file: a problem naming it, the profile itself still read
+    result, problems = load_profile_dir(_profile_dir(tmp_path / "broken", b'{"__kernel_name__": '))
+    (problem,) = problems
+    assert problem.path.endswith("analysis/metrics_key_run.json") and result.kernels
+    assert result.aka_patterns is None and result.aka_patterns_unknown.startswith("analysis/metrics_key_run.json is unreadable: ")
+    result, problems = load_profile_dir(_profile_dir(tmp_path / "list", b"[1, 2]"))
+    assert result.aka_patterns is None and "must be an object" in problems[0].error
+
+
+def test_akas_patterns_are_in_status_and_replay(tmp_path):
+    campaign, worktree = build_episode(tmp_path / "ws")
+    profiles = worktree / "profiles" / "episode_1"
+    _assemble(profiles, "copy/deep")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "aka" / "profiles" / "job_record", profiles / "aka")
+    recording = tmp_path / "recording.jsonl"
+    recorder = Recorder(recording, campaign_root=str(campaign), campaign="demo", worktree=str(worktree))
+    live = Session(campaign, on_event=recorder.record).scan()
+    recorder.close()
+    doc = status_document(live, now=0.0)
+    by_dir = {Path(p["dir"]).relative_to(profiles).as_posix(): p for p in doc["profiles"]}
+    printed = json.loads((CLASSIFY / "captures" / "copy" / "deep.json").read_text())
+    deep = by_dir["copy/deep"]
+    assert deep["aka_patterns"] == _akas(printed) and deep["aka_patterns_unknown"] is None
+    assert [p["id"] for p in deep["patterns"]] == ["_mem"]  # episcope's own, beside AKA's E and M
+    assert by_dir["aka"]["aka_patterns"] is None and by_dir["aka"]["aka_patterns_unknown"] == "no analysis/metrics_key_run.json"
+    _, events, problems = load_recording(recording)
+    assert problems == []
+    replayed = Replay(events)
+    replayed.seek_index(replayed.total)
+    assert replayed.state().profiles == live.profiles
+    assert status_document(replayed.state(), now=0.0)["profiles"] == doc["profiles"]
+
+
+def test_the_funnel_detail_draws_akas_patterns_under_episcopes(tmp_path):
+    from widgets.profile_funnel import ProfileFunnel
+
+    out, _ = _assemble(tmp_path, "copy/deep")
+    result, _ = load_profile_dir(out)
+    lines = ProfileFunnel.detail(result, None).plain.splitlines()
+    mine = next(i for i, line in enumerate(lines) if line.startswith("_mem "))
+    assert lines[mine + 1] == ("AKA E Latency-bound (long-scoreboard), "
+                               "M Pipeline bubbles (no compute/memory overlap)")
+    unknown, _ = load_profile_dir(CAPTURES / "copy" / "sol")
+    assert not any(line.startswith("AKA ") for line in ProfileFunnel.detail(unknown, None).plain.splitlines())

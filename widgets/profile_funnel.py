@@ -46,7 +46,7 @@ class ProfileFunnel(Pane):
 
     DEFAULT_CSS = """
     ProfileFunnel DataTable { height: 1fr; min-height: 3; }
-    ProfileFunnel #funnel-detail { height: auto; max-height: 8; text-wrap: nowrap; text-overflow: ellipsis; }
+    ProfileFunnel #funnel-detail { height: auto; max-height: 9; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, *, number: int | None = None, id: str | None = None) -> None:
@@ -156,6 +156,9 @@ class ProfileFunnel(Pane):
         for pattern_id, severity, label, evidence in profile.patterns[:3]:
             text.append(visible(f"{pattern_id} {label} "), style=SEVERITY_STYLES.get(severity, ""))
             text.append(visible(evidence[0] if evidence else "") + "\n", style="dim")
+        if profile.aka_patterns is not None:  # AKA's classifier on the same metrics, beside episcope's
+            named = ", ".join(f"{p.id} {p.label}" for p in profile.aka_patterns) or "no pattern"
+            text.append(visible(f"AKA {named}") + "\n", style="magenta")
         if profile.symptoms:
             text.append(visible("SYMPTOMS " + ", ".join(profile.symptoms)) + "\n", style="yellow")
         if profile.localize:

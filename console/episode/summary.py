@@ -182,6 +182,8 @@ def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
             "kernel_count": profile.kernel_count,
             "kernels_omitted": profile.kernels_omitted,
             "job": None if profile.job_id is None else {"job_id": profile.job_id, "status": profile.job_status},
+            "aka_patterns": None if profile.aka_patterns is None else [p.to_json() for p in profile.aka_patterns],
+            "aka_patterns_unknown": profile.aka_patterns_unknown,
         }
         for profile in state.profiles
     ]

@@ -6,15 +6,20 @@ import os
 
 import msgspec
 
-from console.formats.problems import Unreadable
-from console.formats.profile_json import GatewayProfile, read_gateway_profile
+from console.formats.jsonio import read_json_document
+from console.formats.problems import FormatError, Unreadable
+from console.formats.profile_json import GatewayProfile, ProfileKernel, read_gateway_profile
 from console.formats.profile_summary import read_profile_summary
+
+from .aka_diagnosis import AkaPattern, classify, is_aka_layout
+
+METRICS_KEY = "analysis/metrics_key_run.json"
 
 
 class ProfileResult(msgspec.Struct, frozen=True):
     dir: str
     level: str | None
-    kernels: tuple  # ProfileKernel, longest first
+    kernels: tuple[ProfileKernel, ...]  # longest first
     bottleneck: str | None  # "memory" | "compute" of the dominant kernel
     symptoms: tuple[str, ...]
     localize: tuple[str, ...]
@@ -26,6 +31,10 @@ class ProfileResult(msgspec.Struct, frozen=True):
     kernels_omitted: int | None = None
     job_id: str | None = None  # the gateway job's, when gateway_profile.json is its record
     job_status: str | None = None
+    # What AKA's classifier names on this directory's metrics file, beside episcope's own
+    # patterns; None when it cannot be told, and aka_patterns_unknown says why.
+    aka_patterns: tuple[AkaPattern, ...] | None = None
+    aka_patterns_unknown: str | None = None
 
     def to_json(self) -> dict:
         return {"dir": self.dir, "level": self.level, "kernels": [k.to_json() for k in self.kernels],
@@ -33,11 +42,31 @@ class ProfileResult(msgspec.Struct, frozen=True):
                 "kernel_sha256": self.kernel_sha256, "stalls": [list(s) for s in self.stalls],
                 "patterns": [list(p[:3]) + [list(p[3])] for p in self.patterns],
                 "dominant_kernel": self.dominant_kernel, "kernel_count": self.kernel_count,
-                "kernels_omitted": self.kernels_omitted, "job_id": self.job_id, "job_status": self.job_status}
+                "kernels_omitted": self.kernels_omitted, "job_id": self.job_id, "job_status": self.job_status,
+                "aka_patterns": None if self.aka_patterns is None else [list(p) for p in self.aka_patterns],
+                "aka_patterns_unknown": self.aka_patterns_unknown}
 
 
 def _dominant(doc: GatewayProfile):
     return next((k for k in doc.kernels if k.name == doc.dominant_kernel), doc.kernels[0] if doc.kernels else None)
+
+
+def _metrics_object(obj) -> dict:
+    if not isinstance(obj, dict):
+        raise FormatError(f"metrics file must be an object, got {type(obj).__name__}")
+    return obj
+
+
+def aka_patterns(path: str) -> tuple[tuple[AkaPattern, ...] | None, str | None, tuple[Unreadable, ...]]:
+    """AKA's patterns on ``path``/analysis/metrics_key_run.json, or None and why not."""
+    read = read_json_document(os.path.join(path, METRICS_KEY), _metrics_object)
+    if read.problems:
+        return None, f"{METRICS_KEY} is unreadable: {read.problems[0].error}", read.problems
+    if read.value is None:
+        return None, f"no {METRICS_KEY}", ()
+    if not is_aka_layout(read.value):
+        return None, f"{METRICS_KEY} is not in AKA's flat layout (no __kernel_name__)", ()
+    return classify(read.value), None, ()
 
 
 def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]]:
@@ -49,6 +78,8 @@ def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]
     doc, summary = doc_r.value, sum_r.value
     if doc is None and summary is None:
         return None, problems
+    aka, aka_unknown, aka_problems = aka_patterns(path)
+    problems += aka_problems
     top = _dominant(doc) if doc is not None else None
     if doc is not None and top is not None:
         patterns = tuple((str(d.get("id")), str(d.get("severity")), str(d.get("label")),
@@ -74,4 +105,6 @@ def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]
         kernels_omitted=doc.kernels_omitted if doc is not None else None,
         job_id=doc.job_id if doc is not None else None,
         job_status=doc.job_status if doc is not None else None,
+        aka_patterns=aka,
+        aka_patterns_unknown=aka_unknown,
     ), problems
