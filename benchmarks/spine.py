@@ -1,6 +1,6 @@
 """Spine benchmarks (issue goals), printed as one JSON document.
 
-    python benchmarks/spine.py [--events 1000000] [--example PATH] [--only PART[,PART]] [--cpu N]
+    python benchmarks/spine.py [--events 1000000] [--example PATH] [--only PART[,PART]] [--cpu N] [--python PATH]
 
 ``--only`` runs some parts (cold_ingest, peak_rss, one_more_event, append_latency,
 status_startup); ``--cpu N`` pins this process and its children to core N. Cold ingest
@@ -141,13 +141,20 @@ def append_latency(root: str, samples: int = 40) -> dict:
     }
 
 
-def status_startup(example: str, runs: int = 20) -> dict:
+def status_startup(example: str, runs: int = 20, python: str | None = None) -> dict:
     """``episcope status --json`` as a user runs it (the installed script) against
     ``python -c pass``, same interpreter, interleaved, medians.
+
+    ``python`` is the interpreter of another installation (a regular ``pip install`` of
+    the wheel in its own venv): its ``episcope`` script and its ``python -c pass`` are
+    timed instead of this checkout's.
 
     Both run with bytecode writing allowed and after one warm-up run, as an installed copy
     does: an environment that sets PYTHONDONTWRITEBYTECODE would otherwise make every run
     compile episcope from source. The warm-up also unpacks an archive into the user cache.
+
+    A third command, interleaved too, imports only GitPython and msgspec, the two libraries
+    ``status`` cannot do without (git facts, typed records): the floor under its time.
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -156,14 +163,17 @@ def status_startup(example: str, runs: int = 20) -> dict:
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=str(HERE.parent), env=env)
         return time.perf_counter() - start
 
-    script = Path(sys.executable).with_name("episcope")
-    entry = [str(script)] if script.is_file() else [sys.executable, "-m", "console.cli"]
+    interpreter = python or sys.executable
+    script = Path(interpreter).with_name("episcope")
+    entry = [str(script)] if script.is_file() else [interpreter, "-m", "console.cli"]
     episcope = [*entry, "status", "--json", example]
     wall(episcope)
-    ours, bare = [], []
+    libraries = [interpreter, "-c", "import git, msgspec"]
+    ours, bare, floor = [], [], []
     for _ in range(runs):
-        bare.append(wall([sys.executable, "-c", "pass"]))
+        bare.append(wall([interpreter, "-c", "pass"]))
         ours.append(wall(episcope))
+        floor.append(wall(libraries))
     return {
         "command": " ".join(episcope),
         "runs": runs,
@@ -171,6 +181,8 @@ def status_startup(example: str, runs: int = 20) -> dict:
         "python_pass_seconds_median": statistics.median(bare),
         "ratio": statistics.median(ours) / statistics.median(bare),
         "ratio_of_fastest": min(ours) / min(bare),  # less moved by other load on the machine
+        "import_git_msgspec_seconds_median": statistics.median(floor),
+        "import_git_msgspec_ratio": statistics.median(floor) / statistics.median(bare),
     }
 
 
@@ -204,6 +216,8 @@ def main() -> None:
     parser.add_argument("--example", help="workspace for the status startup check (default: the bundled example)")
     parser.add_argument("--only", help=f"comma-separated parts to run (default: all of {', '.join(PARTS)})")
     parser.add_argument("--cpu", type=int, help="pin the benchmark (and the processes it starts) to this core")
+    parser.add_argument("--python", help="status_startup: time the episcope installed beside this interpreter "
+                                         "(e.g. a venv with a regular install of the wheel)")
     args = parser.parse_args()
     parts = PARTS if args.only is None else tuple(p.strip() for p in args.only.split(",") if p.strip())
     unknown = sorted(set(parts) - set(PARTS))
@@ -228,7 +242,7 @@ def main() -> None:
             results["append_latency"] = append_latency(small)
         if "status_startup" in parts:
             example = args.example or default_example(tmp)
-            results["status_startup"] = status_startup(example)
+            results["status_startup"] = status_startup(example, python=args.python)
             results["status_startup"]["workspace"] = example
     results["goals"] = {goal: test(results[part]) for part in PARTS if part in results for goal, test in GOALS[part]}
     results["cpu_count"] = os.cpu_count()
