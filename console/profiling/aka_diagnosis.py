@@ -5,8 +5,8 @@ Both read ``analysis/metrics_key_run.json``, one flat object of ncu metric names
 ``__kernel_name__``. episcope's Diagnosis (``diagnosis.py``) differs from AKA's on purpose
 (``skills/gpu-kernel-episode-loop/references/diagnosis-vs-aka.md`` says where and why); this
 module says what AKA's would name, so an operator sees both. The rules, thresholds, labels,
-confidences and evidence wording are AKA's, and the tests hold them to what AKA's classifier
-printed on every real H200 capture (``tests/fixtures/aka/classify_ncu/``).
+confidences and evidence wording are AKA's (main at 16f7ec4), and the tests hold them to what
+AKA's classifier printed on every real H200 capture (``tests/fixtures/aka/classify_ncu/``).
 
 AKA's reading of a value is kept, even where episcope's differs: a missing or non-numeric
 metric is unknown, except the local-memory and atomic counters, which count as 0; a numeric
