@@ -1,11 +1,13 @@
 """What a repeated ``episcope status`` of an archive must not do at start-up (its time is
-measured in benchmarks/spine.py): unpack the archive again. Git facts are read afresh each
-time (there is no git-facts cache), so both runs agree."""
+measured in benchmarks/spine.py): unpack the archive again, or start more git processes than
+its git facts need. Git facts are read afresh each time (there is no git-facts cache), so both
+runs agree."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +44,32 @@ def test_second_status_of_an_archive_unpacks_nothing_and_agrees(tmp_path):
     for doc in (first, second):
         (doc.get("gpu") or {}).pop("sampled_at", None)  # when this run sampled the GPU
     assert second == first
+
+
+def test_status_of_an_archive_starts_only_the_git_processes_its_facts_need(tmp_path):
+    """Every git process of a second status run, seen through a ``git`` on PATH that logs its
+    arguments and runs the real one. The copy's campaign is known from the unpacker's layout,
+    so only the episode worktree's repository is opened: one ``git config --list`` (the
+    safe environment), one process per question after it. GitPython's own ``git version``
+    at import is left out of the count: it is the library's, not episcope's."""
+    log = tmp_path / "git.log"
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{log}'\nexec '{shutil.which('git')}' \"$@\"\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    status_in_child(ARCHIVE, env)  # unpacks: its config rewriting runs git too
+    log.unlink()
+    doc, _ = status_in_child(ARCHIVE, env)
+    assert doc["git"]["error"] is None and doc["git"]["candidate_changes"] == ["kernel.py"]
+    ran = [line.split()[:2] for line in log.read_text().splitlines() if line != "version"]
+    assert sorted(ran) == [
+        ["cat-file", "--batch"],
+        ["cat-file", "--batch-check"],
+        ["config", "--list"],
+        ["diff", "--no-ext-diff"],
+        ["merge-base", "--is-ancestor"],
+        ["rev-list", "--max-parents=0"],
+        ["status", "--porcelain=v1"],
+    ]

@@ -70,12 +70,12 @@ def _active_worktree(campaign_root: Path) -> Path | None:
 
 def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     if path is not None and str(path).endswith((".tar.gz", ".tgz")):
-        # A packed episode: unpacked once into the user cache, then opened like any campaign.
+        # A packed episode: unpacked once into the user cache, then opened as its campaign.
         try:
             unpacked = open_archive(path)
         except ArchiveError as exc:
             raise WorkspaceError(str(exc)) from None
-        return msgspec.structs.replace(resolve_workspace(unpacked), archive=Path(path).resolve())
+        return msgspec.structs.replace(_unpacked_workspace(unpacked), archive=Path(path).resolve())
     start = Path(path or ".").expanduser()
     if not start.exists():
         raise WorkspaceError(f"{start}: no such directory")
@@ -90,10 +90,24 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
         raise WorkspaceError(f"{start}: not an episode workspace (no git repo, no {RUNTIME_DIR}/, no memory/)")
     top, common = paths.top, paths.common_dir
     campaign_root = common.parent if common.name == ".git" else top
-    worktrees = list_worktrees(campaign_root)
     if top != campaign_root:
-        return Workspace(campaign_root, top, tuple(sorted(set(worktrees) | {top})))
+        return Workspace(campaign_root, top, tuple(sorted(set(list_worktrees(campaign_root)) | {top})))
+    return _campaign_workspace(campaign_root)
+
+
+def _campaign_workspace(campaign_root: Path) -> Workspace:
+    """A campaign root and the episode worktree to show: the active one, else the newest."""
+    worktrees = list_worktrees(campaign_root)
     worktree = _active_worktree(campaign_root)
     if worktree is None and worktrees:
         worktree = worktrees[-1]  # eNNNN-<hex> names sort by episode number
     return Workspace(campaign_root, worktree, worktrees)
+
+
+def _unpacked_workspace(campaign_root: Path) -> Workspace:
+    """The campaign of an unpacked archive. The unpacker leaves it holding its own
+    repository, if any (a ``.git`` directory leading nowhere else), so git need not be asked
+    where that is, and no repository around the user cache is ever taken for it."""
+    if not (campaign_root / ".git").is_dir():
+        return Workspace(campaign_root, None, ())
+    return _campaign_workspace(campaign_root)
