@@ -65,14 +65,21 @@ def test_export_of_the_h200_run_validates_and_opens_like_a_cuda_receipt(run_copy
     measurement = tmp_path / "measurement.json"
     shutil.copy(FIXTURE / "measurement.json", measurement)
     shutil.copy(FIXTURE / "measurement.runs.jsonl", tmp_path / "measurement.runs.jsonl")
-    assert timeline(export_args(run_copy, out, extra=["--measurement", str(measurement),
-                                                      "--interval", "load -> store"])) == 0
+    # the source the H200 measurement ran (the example before a later style edit), where the
+    # measurement file names it: relative to the file, as AKA reads it
+    measured = tmp_path / "examples" / "iket" / EXAMPLE.name
+    measured.parent.mkdir(parents=True)
+    shutil.copy(FIXTURE / "elementwise_add.py.measured", measured)
+    args = export_args(run_copy, out, extra=["--measurement", str(measurement), "--interval", "load -> store"])
+    for flag in ("--clean-source", "--instrumented-source"):
+        args[args.index(flag) + 1] = str(measured)
+    assert timeline(args) == 0
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["backend"] == "iket"
     assert receipt["source"]["kernel_name"].startswith("kernel_cutlass_add_kernel_")
     cubin = run_copy / "iket_output/tracker/pid_0x61f/cubin_335ebee7ee6c5b7e.cubin"
     assert receipt["binary_sha256"] == hashlib.sha256(cubin.read_bytes()).hexdigest()
-    assert receipt["measurement_summary"]["verdict"] == "above_target"
+    assert receipt["episcope"]["measurement"]["verdict"] == "above_target"
     assert receipt["evidence_class"] == "exploration"  # exploration stage, correctness only self-declared
     summary = json.loads((out / "trace.summary.json").read_text())
     # AKA's counting: a range is one canonical event (2048 ranges + 1024 instants)

@@ -9,7 +9,7 @@ from console.timeline import abi
 from console.timeline.decode import decode
 from console.timeline.encode import encode
 from console.timeline.manifest import parse_dictionary, parse_manifest, warp_writers_manifest
-from console.timeline.summary import interval_stats, parse_interval_request, summarize
+from console.timeline.summary import interval_stats, parse_interval_request, summary_extras
 from timeline_support import parsed
 
 B, E, I = abi.KIND_BEGIN, abi.KIND_END, abi.KIND_INSTANT
@@ -55,7 +55,7 @@ def test_end_to_begin_and_begin_to_begin_on_a_known_capture():
     assert interval_stats(cap, "tick", "store", "->")["total_ns"] == 10  # an instant is its own end
     empty = interval_stats(cap, "store", "tick", "->")
     assert empty["count"] == 1 and empty["total_ns"] == 200  # 200 -> 400; the second store is last
-    assert [i["name"] for i in summarize(cap, ["load -> store", "load => store"])["intervals"]] == [
+    assert [i["name"] for i in summary_extras(cap, ["load -> store", "load => store"])["intervals"]] == [
         "load -> store", "load => store"]
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from console.timeline.files import sha256_file
 from console.timeline.measure import MeasureConfig, measure
-from console.timeline.receipt import write_capture
+from console.timeline.receipt import ReceiptError, write_capture
 from console.timeline.validate import validate_receipt
 from timeline_support import FIXTURES
 
@@ -57,12 +57,15 @@ def _capture(root: Path, out: str, **kw) -> dict:
 def test_decision_grade_capture_validates(workspace):
     receipt = _capture(workspace, "final")
     assert receipt["evidence_class"] == "decision_grade", receipt["classification_reasons"]
-    assert receipt["correctness"]["evaluator_record"]["schema_version"] == 2
-    assert receipt["trace_integrity"]["status"] == "verified"
+    assert receipt["classification_reasons"] == ["correctness_passed", "provenance_bound", "trace_integrity_passed",
+                                                 "measurement_recomputed", "overhead_within_target"]
+    assert receipt["correctness"] == "passed" and receipt["correctness_evidence"]["schema_version"] == 2
+    assert receipt["trace_integrity"] == "passed"
+    assert receipt["episcope"]["trace_integrity"]["committed_records"] == 774
     assert validate_receipt(str(workspace / "final" / "receipt.json")) == []
-    summary = json.loads((workspace / "final" / "trace.summary.json").read_text())
+    intervals = receipt["episcope"]["summary"]["intervals"]
     # END of each compute to the next BEGIN of carry: 6 iterations x 18 owners (tests/test_timeline_intervals.py)
-    assert summary["intervals"][0]["count"] == 18 * 6 and summary["intervals"][0]["semantics"] == "end_to_begin"
+    assert intervals[0]["count"] == 18 * 6 and intervals[0]["semantics"] == "end_to_begin"
 
 
 def test_exploration_stage_is_exploration_even_with_everything_else(workspace):
@@ -70,31 +73,47 @@ def test_exploration_stage_is_exploration_even_with_everything_else(workspace):
     for evidence in (None, str(workspace / "evaluations.jsonl")):
         receipt = _capture(workspace, "explore", stage="exploration", correctness_evidence=evidence)
         assert receipt["evidence_class"] == "exploration"
-        assert "stage is exploration" in receipt["classification_reasons"]
+        assert receipt["classification_reasons"] == ["stage_is_exploration"]
         assert validate_receipt(str(workspace / "explore" / "receipt.json")) == []
 
 
 @pytest.mark.parametrize("change,reason", [
-    ({"binary": None}, "no binary identity"),
-    ({"measurement": None}, "no overhead measurement"),
-    ({"low_overhead_target": 1.0}, "above target"),
-    ({"correctness_evidence": None}, "no evaluations.jsonl record"),
-    ({"workload_identity": "shape=4096"}, "workload differs"),
+    ({"binary": None}, "binary_identity_missing"),
+    ({"measurement": None}, "overhead_not_measured"),
+    ({"low_overhead_target": 1.0}, "overhead_above_target"),
+    ({"correctness_evidence": None}, "correctness_not_verified"),
+    ({"correctness_evidence": None, "correctness": None}, "correctness_not_passed"),
 ])
 def test_each_missing_requirement_lowers_the_class(workspace, change, reason):
     receipt = _capture(workspace, "lower", **change)
     assert receipt["evidence_class"] == "diagnostic"
-    assert any(reason in r for r in receipt["classification_reasons"])
+    assert receipt["classification_reasons"] == [reason]
     assert validate_receipt(str(workspace / "lower" / "receipt.json")) == []
 
 
-def test_failing_evaluator_record_makes_exploration(workspace, tmp_path):
+@pytest.mark.parametrize("change,reason", [
+    ({"workload_identity": "shape=4096"}, "measurement workload identity does not match"),
+    ({"clean_source": "kernel.py"}, "measurement baseline source does not match the clean source"),
+    ({"correctness_evidence": "no-such.jsonl"}, "correctness evidence .*no-such.jsonl"),
+])
+def test_evidence_that_does_not_fit_the_capture_is_refused(workspace, change, reason):
+    """As AKA: a measurement of another workload or source is no lower class, it is refused."""
+    change = {k: (str(workspace / v) if k != "workload_identity" else v) for k, v in change.items()}
+    with pytest.raises(ReceiptError, match=reason):
+        _capture(workspace, "refused", **change)
+    assert not (workspace / "refused" / "receipt.json").exists()
+
+
+def test_failing_evaluator_record_makes_failed_correctness(workspace, tmp_path):
     evals = tmp_path / "evals.jsonl"
     evals.write_text(json.dumps({"schema_version": 2, "kernel_sha256": sha256_file(workspace / "kernel.py"),
                                  "result": {"all_pass": False, "failures": ["sid=3: correctness mismatch"]}}) + "\n")
-    receipt = _capture(workspace, "failing", correctness_evidence=str(evals))
-    assert receipt["evidence_class"] == "exploration"
-    assert receipt["correctness"]["status"] == "failed"
+    receipt = _capture(workspace, "failing", correctness_evidence=str(evals), correctness=None)
+    assert receipt["evidence_class"] == "diagnostic"
+    assert receipt["correctness"] == "failed" and receipt["classification_reasons"] == ["correctness_not_passed"]
+    assert validate_receipt(str(workspace / "failing" / "receipt.json")) == []
+    with pytest.raises(ReceiptError, match="reported correctness passed contradicts the evaluator record"):
+        _capture(workspace, "failing", correctness_evidence=str(evals), correctness="passed")
 
 
 def _tamper_cases():
@@ -120,23 +139,35 @@ def _tamper_cases():
         ("receipt_class", rewrite_json("receipt.json", lambda o: o.update(evidence_class="exploration",
                                                                           classification_reasons=[])),
          "does not follow"),
-        ("receipt_integrity", rewrite_json("receipt.json", lambda o: o["trace_integrity"].update(committed_records=1)),
-         "trace_integrity differs"),
-        ("receipt_correctness", rewrite_json("receipt.json", lambda o: o["correctness"].update(status="failed")),
-         "correctness status differs"),
+        ("receipt_reasons", rewrite_json("receipt.json", lambda o: o.update(classification_reasons=[])),
+         "classification reasons do not follow"),
+        ("receipt_integrity", rewrite_json("receipt.json", lambda o: o.update(trace_integrity="failed")),
+         "trace integrity is not passed"),
+        ("receipt_integrity_facts",
+         rewrite_json("receipt.json", lambda o: o["episcope"]["trace_integrity"].update(committed_records=1)),
+         "episcope trace_integrity differs"),
+        ("receipt_intervals", rewrite_json("receipt.json", lambda o: o["episcope"]["summary"]["intervals"].clear()),
+         "episcope summary differs"),
+        ("receipt_correctness", rewrite_json("receipt.json", lambda o: o.update(correctness="failed")),
+         "correctness contradicts the evaluator record"),
+        ("receipt_stage", rewrite_json("receipt.json", lambda o: o.update(stage="invented")), "stage is invalid"),
         ("receipt_summary_hash", rewrite_json("receipt.json", lambda o: o.update(summary_sha256="0" * 64)),
          "summary sha256 mismatch"),
         ("receipt_schema", rewrite_json("receipt.json", lambda o: o.update(schema="other/v1")), "schema"),
-        ("receipt_measurement_summary",
-         rewrite_json("receipt.json", lambda o: o["measurement_summary"].update(overhead_percent=0.0)),
-         "measurement_summary differs"),
-        ("receipt_record", rewrite_json("receipt.json", lambda o: o["correctness"]["evaluator_record"].update(
-            kernel_sha256="1" * 64)), "evaluator record does not match"),
+        ("receipt_measurement",
+         rewrite_json("receipt.json", lambda o: o["measurement"].update(overhead_percent=0.0)),
+         "measurement overhead_percent is not reproducible"),
+        ("receipt_measurement_statistics",
+         rewrite_json("receipt.json", lambda o: o["episcope"]["measurement"].update(verdict="within_target?")),
+         "episcope measurement differs"),
+        ("receipt_record", rewrite_json("receipt.json", lambda o: o["correctness_evidence"].update(
+            kernel_sha256="1" * 64)), "correctness evidence does not match the instrumented source"),
         ("receipt_missing_raw", rewrite_json("receipt.json", lambda o: o.update(raw="nowhere.bin")), "raw missing"),
     ]
     for name in ("capture_ok.bin", "capture_ok.manifest.json", "fixture.events.json", "fixture_kernel.cu",
-                 "kernel.py", "kernel.cubin", "measurement.json"):
+                 "kernel.py", "kernel.cubin"):
         cases.append((f"edit_{name}", append(name), "sha256 mismatch"))
+    cases.append(("edit_measurement.json", append("measurement.json"), "measurement hash mismatch"))
     return cases
 
 
@@ -163,7 +194,7 @@ def test_consistent_forgery_of_raw_is_caught_by_redecode(workspace, tmp_path):
     receipt["raw_sha256"] = sha256_file(root / "capture_ok.bin")
     (root / "cap" / "receipt.json").write_text(json.dumps(receipt))
     reasons = validate_receipt(str(root / "cap" / "receipt.json"))
-    assert "trace differs from the re-decoded raw buffer" in reasons
+    assert "canonical trace is not reproducible from the raw buffer" in reasons
 
 
 def test_cli_capture_rejects_with_one_line_and_no_receipt(workspace, tmp_path):

@@ -76,12 +76,19 @@ class TimelineReceipt(msgspec.Struct, frozen=True):
 
 
 def receipt_from_obj(obj: Any) -> TimelineReceipt:
+    """AKA's receipt keys, with episcope's facts from ``episcope`` when present. A receipt of
+    episcope's earlier form (``correctness`` and ``trace_integrity`` objects, the measurement
+    as a path beside ``measurement_summary``) reads too."""
     obj = _object(obj, RECEIPT_SCHEMA)
     reasons = obj.get("classification_reasons")
     correctness = obj.get("correctness")
-    integrity = _dict(obj.get("trace_integrity")) or {}
-    summary = _dict(obj.get("measurement_summary")) or {}
-    interval = _dict(summary.get("interval")) or {}
+    integrity = obj.get("trace_integrity")
+    extras = _dict(obj.get("episcope")) or {}
+    facts = _dict(extras.get("trace_integrity")) or _dict(integrity) or {}
+    measurement = obj.get("measurement")
+    entry = _dict(measurement) or _dict(obj.get("measurement_summary")) or {}
+    statistics = _dict(extras.get("measurement")) or _dict(obj.get("measurement_summary")) or {}
+    interval = _dict(statistics.get("interval")) or {}
     return TimelineReceipt(
         backend=_str(obj.get("backend")),
         stage=_str(obj.get("stage")),
@@ -90,15 +97,15 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
         workload_identity=_str(obj.get("workload_identity")),
         correctness=_str(correctness.get("status")) if isinstance(correctness, dict) else _str(correctness),
         low_overhead_target_percent=_num(obj.get("low_overhead_target_percent")),
-        overhead_percent=_num(summary.get("overhead_percent")),
+        overhead_percent=_num(entry.get("overhead_percent")),
         overhead_high_percent=_num(interval.get("high_percent")),
-        verdict=_str(summary.get("verdict")),
-        trace_integrity=_str(integrity.get("status")),
-        committed_records=_int(integrity.get("committed_records")),
-        launch_id=_int(integrity.get("launch_id")),
+        verdict=_str(statistics.get("verdict")),
+        trace_integrity=_str(integrity.get("status")) if isinstance(integrity, dict) else _str(integrity),
+        committed_records=_int(facts.get("committed_records")),
+        launch_id=_int(facts.get("launch_id")),
         trace=_str(obj.get("trace")),
         summary=_str(obj.get("summary")),
-        measurement=_str(obj.get("measurement")),
+        measurement=_str(measurement.get("path")) if isinstance(measurement, dict) else _str(measurement),
         instrumented_source_sha256=_str(obj.get("instrumented_source_sha256")),
         raw=obj,
     )

@@ -1,4 +1,4 @@
-"""Trace export: gzipped Chrome JSON (FORMATS §10) and a native Perfetto protobuf trace.
+"""Trace export: gzipped Chrome JSON in AKA's exact form (FORMATS §10) and a native Perfetto protobuf trace.
 
 Both are deterministic: the same capture gives the same bytes (sorted events, sorted keys,
 gzip without a timestamp or file name). The protobuf is written by hand (varints and
@@ -18,7 +18,6 @@ import numpy as np
 from . import abi
 from .decode import Capture
 
-TRACE_SCHEMA = "atrex-autonomous-timeline-trace/v1"
 JSON_TRACE_NAME = "trace.perfetto.json.gz"
 PROTO_TRACE_NAME = "trace.perfetto.pb"
 
@@ -57,11 +56,31 @@ def _site_args(capture: Capture) -> dict[int, dict]:
     return out
 
 
+def canonical_order(capture: Capture) -> tuple[np.ndarray, np.ndarray]:
+    """(is_range, index) of every canonical event in AKA's trace order.
+
+    AKA orders a range by its begin, a point by itself, on (timestamp, owner, sequence), where a
+    range counts as sequence -1 (before any point of that owner and instant) and ranges that tie
+    keep the order of their end records.
+    """
+    ev = capture.events
+    rg = capture.ranges
+    point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT)
+    n_ranges = rg["owner"].size
+    ts = np.concatenate([rg["begin_ns"], ev["timestamp_ns"][point]])
+    owner = np.concatenate([rg["owner"], ev["owner"][point]])
+    sequence = np.concatenate([np.full(n_ranges, -1, np.int64), ev["sequence"][point].astype(np.int64)])
+    tie = np.concatenate([rg["end_event"], np.zeros(point.size, np.int64)])
+    order = np.lexsort((tie, sequence, owner, ts))
+    index = np.concatenate([np.arange(n_ranges), point])
+    return order < n_ranges, index[order]
+
+
 def chrome_trace(capture: Capture) -> dict:
-    """Chrome JSON whose args and ``otherData`` use AKA's names (timestamp_ns, end_timestamp_ns,
-    begin_payload, end_payload, cta, cta_linear, writer, writer_ordinal, warp, group,
-    physical_sm, site_id, sequence; globaltimer_origin_ns); ``depth``, ``flags`` and the
-    launch facts in ``otherData`` are episcope's own."""
+    """The Chrome JSON trace exactly as AKA's ``make_perfetto`` builds it, so AKA's ``validate``
+    finds it reproducible: SM processes, one thread per owner named ``cta(x,y,z)/writer``
+    (declared where the owner's first event appears), events in :func:`canonical_order`, args
+    under AKA's names. Nesting depth and lanes are in the protobuf trace, not here."""
     ev = capture.events
     rg = capture.ranges
     names = _site_names(capture)
@@ -69,59 +88,54 @@ def chrome_trace(capture: Capture) -> dict:
     owner_sm = _owner_sm(capture)
     who = {owner: _owner_args(capture, owner, sm) for owner, sm in owner_sm.items()}
     where = _site_args(capture)
-    sequence = ev["sequence"]
-    meta: list[dict] = []
-    for sm in sorted(set(owner_sm.values())):
-        meta.append({"name": "process_name", "ph": "M", "pid": sm + 1, "args": {"name": f"SM {sm}"}})
-        meta.append({"name": "process_sort_index", "ph": "M", "pid": sm + 1, "args": {"sort_index": sm}})
-    for owner in sorted(owner_sm):
-        meta.append({"name": "thread_name", "ph": "M", "pid": owner_sm[owner] + 1, "tid": owner + 1,
-                     "args": {"name": capture.manifest.owner_name(owner)}})
-    rows: list[tuple] = []
-    for i in range(rg["owner"].size):
-        owner = int(rg["owner"][i])
-        begin, end = int(rg["begin_ns"][i]), int(rg["end_ns"][i])
-        site = int(rg["site"][i])
-        rows.append((begin, owner, 0, site, i, {
-            "name": names[site], "cat": "range", "ph": "X", "pid": owner_sm[owner] + 1, "tid": owner + 1,
-            "ts": (begin - t0) / 1000, "dur": (end - begin) / 1000,
-            "args": {**where[site], **who[owner], "timestamp_ns": begin, "end_timestamp_ns": end,
-                     "duration_ns": end - begin, "begin_payload": int(rg["begin_payload"][i]),
-                     "end_payload": int(rg["end_payload"][i]), "depth": int(rg["depth"][i])},
-        }))
-    point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT)
-    for i in point:
-        owner = int(ev["owner"][i])
-        ts = int(ev["timestamp_ns"][i])
-        site = int(ev["site"][i])
-        payload = int(ev["payload"][i])
-        if ev["kind"][i] == abi.KIND_INSTANT:
-            body = {"name": names[site], "cat": "instant", "ph": "i", "s": "t", "pid": owner_sm[owner] + 1,
-                    "tid": owner + 1, "ts": (ts - t0) / 1000,
-                    "args": {**where[site], **who[owner], "timestamp_ns": ts, "payload": payload,
-                             "sequence": int(sequence[i]), "flags": int(ev["flags"][i])}}
+    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": sm + 1, "tid": 0, "args": {"name": f"SM {sm}"}}
+                          for sm in sorted(set(owner_sm.values()))]
+    # plain lists: indexing numpy arrays one element at a time is what makes a big export slow
+    r_owner, r_site = rg["owner"].tolist(), rg["site"].tolist()
+    r_begin, r_end = rg["begin_ns"].tolist(), rg["end_ns"].tolist()
+    r_bpay, r_epay = rg["begin_payload"].tolist(), rg["end_payload"].tolist()
+    e_owner, e_site, e_ts = ev["owner"].tolist(), ev["site"].tolist(), ev["timestamp_ns"].tolist()
+    e_kind, e_pay, e_seq = ev["kind"].tolist(), ev["payload"].tolist(), ev["sequence"].tolist()
+    declared: set[int] = set()
+    is_range, index = canonical_order(capture)
+    for ranged, i in zip(is_range.tolist(), index.tolist()):
+        owner = r_owner[i] if ranged else e_owner[i]
+        pid, tid = owner_sm[owner] + 1, owner + 1
+        if owner not in declared:
+            declared.add(owner)
+            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                           "args": {"name": capture.manifest.owner_name(owner)}})
+        if ranged:
+            site, begin, end = r_site[i], r_begin[i], r_end[i]
+            events.append({"name": names[site], "pid": pid, "tid": tid, "ts": (begin - t0) / 1000.0,
+                           "args": {**where[site], **who[owner], "timestamp_ns": begin, "end_timestamp_ns": end,
+                                    "duration_ns": end - begin, "begin_payload": r_bpay[i],
+                                    "end_payload": r_epay[i]},
+                           "ph": "X", "dur": (end - begin) / 1000.0})
+            continue
+        site, ts = e_site[i], e_ts[i]
+        args = {**where[site], **who[owner], "timestamp_ns": ts}
+        if e_kind[i] == abi.KIND_INSTANT:
+            args.update(payload=e_pay[i], sequence=e_seq[i])
+            events.append({"name": names[site], "pid": pid, "tid": tid, "ts": (ts - t0) / 1000.0, "args": args,
+                           "ph": "i", "s": "t"})
         else:
-            body = {"name": names[site], "cat": "counter", "ph": "C", "pid": owner_sm[owner] + 1,
-                    "tid": owner + 1, "id": capture.manifest.owner_name(owner), "ts": (ts - t0) / 1000,
-                    "args": {**where[site], **who[owner], "timestamp_ns": ts, "value": payload,
-                             "sequence": int(sequence[i])}}
-        rows.append((ts, owner, 1, site, int(i), body))
-    rows.sort(key=lambda r: r[:5])
-    return {
-        "schema": TRACE_SCHEMA,
-        "displayTimeUnit": "ns",
-        "traceEvents": meta + [r[5] for r in rows],
-        "otherData": {"clock": "%globaltimer", "globaltimer_origin_ns": t0, "launch_id": capture.header.launch_id,
-                      "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
-                      "grid": list(capture.header.grid), "block": list(capture.header.block)},
-    }
+            args.update(value=e_pay[i], sequence=e_seq[i])
+            events.append({"name": names[site], "pid": pid, "tid": tid, "ts": (ts - t0) / 1000.0, "args": args,
+                           "ph": "C"})
+    return {"displayTimeUnit": "ns", "otherData": {"globaltimer_origin_ns": t0, "clock": "%globaltimer"},
+            "traceEvents": events}
+
+
+def chrome_trace_json(capture: Capture) -> str:
+    """The trace as AKA writes its text: sorted keys, no spaces."""
+    return json.dumps(chrome_trace(capture), sort_keys=True, separators=(",", ":"))
 
 
 def chrome_trace_bytes(capture: Capture) -> bytes:
-    text = json.dumps(chrome_trace(capture), sort_keys=True, separators=(",", ":"))
     out = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz:
-        gz.write(text.encode())
+        gz.write(chrome_trace_json(capture).encode())
     return out.getvalue()
 
 

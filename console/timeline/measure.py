@@ -332,3 +332,41 @@ def verify_measurement(obj: dict) -> list[str]:
         if key in obj and obj[key] != value:
             reasons.append(f"measurement {key} differs from its runs")
     return reasons
+
+
+def verify_measured_files(obj: dict, path: str | os.PathLike) -> list[str]:
+    """What AKA also requires of a measurement file beyond its runs: the run settings, the
+    workload and device it names, and each variant's source (and binary, when named) present
+    beside it with the stated SHA-256. ``path`` is the file, which the variants are relative to."""
+    reasons = []
+    for key, low in (("warmup", 0), ("iterations", 1)):
+        value = obj.get(key)
+        if type(value) is not int or value < low:
+            reasons.append(f"measurement {key} is not an integer >= {low}")
+    if obj.get("synchronized") is not True:
+        reasons.append("measurement is not device synchronized")
+    workload = obj.get("workload_identity")
+    if not isinstance(workload, str) or not workload.strip():
+        reasons.append("measurement names no workload_identity")
+    if not isinstance(obj.get("device_identity"), dict) or not obj["device_identity"]:
+        reasons.append("measurement names no device_identity")
+    variants = obj.get("variants")
+    base = Path(path).parent
+    for name in ("baseline", "instrumented"):
+        given = variants.get(name) if isinstance(variants, dict) else None
+        if not isinstance(given, dict):
+            reasons.append(f"measurement names no {name} variant")
+            continue
+        for artifact in ("source", "binary"):
+            rel, digest = given.get(artifact), given.get(f"{artifact}_sha256")
+            if artifact == "binary" and rel is None and digest is None:
+                continue
+            if not isinstance(rel, str) or not rel or not isinstance(digest, str) or len(digest) != 64:
+                reasons.append(f"measurement {name} {artifact} or its sha256 is missing")
+                continue
+            file = base / rel
+            if not file.is_file():
+                reasons.append(f"measurement {name} {artifact} is missing: {rel}")
+            elif sha256_file(file) != digest:
+                reasons.append(f"measurement {name} {artifact} sha256 mismatch: {rel}")
+    return reasons

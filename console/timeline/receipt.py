@@ -1,13 +1,20 @@
-"""Capture receipts: provenance by SHA-256, evidence class, and fail-closed validation.
+"""Capture receipts in AKA's schema and meaning: provenance by SHA-256, evidence class, and
+the evaluator record that vouches for correctness.
 
-A receipt names every input and output of a capture by a path relative to the receipt and
-its SHA-256; ``validate.py`` checks one.
+A receipt names every input and output of a capture by a path relative to the receipt and its
+SHA-256. Its keys and their meaning are AKA's (``correctness`` and ``trace_integrity`` are
+words, ``correctness_evidence`` is the evaluator record itself, ``classification_reasons`` are
+AKA's codes, ``measurement`` is the recomputed summary of the measurement file), so AKA's
+``validate`` accepts it; what episcope states beyond that sits under ``episcope``, a key AKA
+does not read. ``validate.py`` checks a receipt written by either tool.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 from pathlib import Path
 
 from console.formats.bounded_read import read_regular_file
@@ -16,20 +23,22 @@ from console.formats.problems import FormatError
 
 from . import export
 from .capture_view import MAX_RAW_BYTES
-from .decode import decode
+from .decode import Capture, decode
 from .files import json_bytes, sha256_file
 from .manifest import load_json, parse_dictionary, parse_manifest
-from .measure import verify_measurement
-from .summary import summarize
+from .summary import summarize, summary_extras
 
 RECEIPT_SCHEMA = "atrex-autonomous-timeline-receipt/v1"
 SUMMARY_NAME = "trace.summary.json"
 RECEIPT_NAME = "receipt.json"
-ARTIFACTS = ("clean_source", "instrumented_source", "binary", "raw", "manifest", "event_dictionary",
-             "trace", "summary", "measurement")
-OPTIONAL = ("binary", "measurement")
-EVIDENCE_CLASSES = ("exploration", "diagnostic", "decision_grade")
+# every file a receipt names, and whether it must
+FILES = (("clean_source", True), ("instrumented_source", True), ("binary", False), ("raw", True),
+         ("manifest", True), ("event_dictionary", True), ("trace", True), ("summary", True))
+STAGES = ("exploration", "final")
 CORRECTNESS = ("passed", "failed", "unknown")
+# AKA's reasons for a decision-grade capture: what was established, not what is missing
+DECISION_GRADE_REASONS = ["correctness_passed", "provenance_bound", "trace_integrity_passed",
+                          "measurement_recomputed", "overhead_within_target"]
 
 
 class ReceiptError(ValueError):
@@ -38,131 +47,174 @@ class ReceiptError(ValueError):
         self.reasons = reasons
 
 
-def find_evaluator_record(evidence_path: str | None, kernel_sha256: str) -> dict | None:
-    """The last evaluations.jsonl record (schema >= 2) whose kernel_sha256 matches.
+def record_problem(record, kernel_sha256: str) -> str | None:
+    """Why an evaluator record cannot vouch for the instrumented kernel; None when it can."""
+    if not isinstance(record, dict):
+        return "correctness evidence is not an object"
+    version = record.get("schema_version")
+    if type(version) is not int or version < 2:
+        return "correctness evidence predates source-bound evaluator results (schema_version < 2)"
+    if record.get("kernel_sha256") != kernel_sha256:
+        return "correctness evidence does not match the instrumented source"
+    result = record.get("result")
+    if not isinstance(result, dict):
+        return "correctness evidence has no result object"
+    failures = result.get("failures", [])
+    if not isinstance(result.get("all_pass"), bool) or not isinstance(failures, list):
+        return "correctness evidence has no boolean all_pass or no failures list"
+    if result["all_pass"] != (not failures):
+        return "correctness evidence all_pass contradicts its failures"
+    return None
 
-    Read as a bounded regular file: evidence named ``/dev/zero`` or a FIFO is refused
-    with a one-line :class:`ReceiptError`, not read forever or waited on.
+
+def verified_correctness(record: dict) -> str:
+    """The correctness a checked evaluator record states (see :func:`record_problem`)."""
+    return "passed" if record["result"]["all_pass"] else "failed"
+
+
+def evaluator_record(evidence_path: str, kernel_sha256: str) -> dict:
+    """The last evaluations.jsonl record for the instrumented kernel, checked.
+
+    Fails closed as AKA does: an unreadable or empty file, a line that is not a JSON object,
+    no record for this kernel, or a record that cannot vouch for it is a :class:`ReceiptError`.
+    Read as a bounded regular file: evidence named ``/dev/zero`` or a FIFO is refused, not
+    read forever or waited on.
     """
-    if not evidence_path:
-        return None
     try:
-        data = read_regular_file(evidence_path)
-    except FileNotFoundError:
-        return None
-    except (OSError, FormatError) as exc:
+        text = read_regular_file(evidence_path).decode("utf-8")
+    except (OSError, FormatError, UnicodeError) as exc:
         raise ReceiptError([f"correctness evidence {evidence_path}: {exc}"]) from None
     found = None
-    for line in data.splitlines():
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):  # not JSON, or nested or numbered past what json reads
+    seen = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
             continue
-        if (isinstance(rec, dict) and isinstance(rec.get("schema_version"), int)
-                and rec["schema_version"] >= 2 and rec.get("kernel_sha256") == kernel_sha256):
-            found = rec
+        seen = True
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON, or nested or numbered past what json reads
+            raise ReceiptError([f"correctness evidence {evidence_path} line {number} is not JSON"]) from None
+        if not isinstance(record, dict):
+            raise ReceiptError([f"correctness evidence {evidence_path} line {number} is not an object"])
+        if record.get("kernel_sha256") == kernel_sha256:
+            found = record
+    if not seen:
+        raise ReceiptError([f"correctness evidence {evidence_path} is empty"])
+    if found is None:
+        raise ReceiptError(["evaluator correctness evidence has no result for the instrumented source"])
+    problem = record_problem(found, kernel_sha256)
+    if problem:
+        raise ReceiptError([problem])
     return found
 
 
-def correctness_status(record: dict | None, declared: str) -> str:
-    if record is None:
-        return declared
-    result = record.get("result") if isinstance(record.get("result"), dict) else {}
-    return "passed" if result.get("all_pass") is True and not result.get("failures") else "failed"
+def measurement_entry(path: str | os.PathLike, obj: dict, receipt_dir: Path) -> dict:
+    """The receipt's ``measurement``: the file (relative to the receipt) and its hash, the
+    medians and overhead recomputed from its runs, and what was measured."""
+    runs = obj["runs"]
+    baseline_ms = statistics.median(float(r["latency_ms"]) for r in runs if r["variant"] == "baseline")
+    instrumented_ms = statistics.median(float(r["latency_ms"]) for r in runs if r["variant"] == "instrumented")
+    variants = {}
+    for name in ("baseline", "instrumented"):
+        given = obj["variants"][name]
+        variants[name] = {key: given[key] for key in ("source_sha256", "binary_sha256") if given.get(key) is not None}
+    return {
+        "path": _rel(path, receipt_dir),
+        "sha256": sha256_file(path),
+        "baseline_ms": baseline_ms,
+        "instrumented_ms": instrumented_ms,
+        "overhead_percent": (instrumented_ms / baseline_ms - 1.0) * 100.0,
+        "workload_identity": obj["workload_identity"],
+        "device_identity": obj["device_identity"],
+        "variants": variants,
+    }
 
 
-def measurement_summary(measurement: dict | None) -> dict | None:
-    if measurement is None:
+def measurement_statistics(obj: dict | None) -> dict | None:
+    """episcope's reading of a measurement file (interval, rank test, verdict); None for none.
+    A file AKA wrote states none of these, so they read null."""
+    if obj is None:
         return None
-    keep = ("baseline_ms", "instrumented_ms", "overhead_percent", "interval", "rank_test", "verdict",
-            "blocks", "stop_reason", "workload_identity")
-    return {k: measurement.get(k) for k in keep}
+    keep = ("interval", "rank_test", "verdict", "blocks", "stop_reason")
+    return {k: obj.get(k) for k in keep}
 
 
-def classify(stage: str, record: dict | None, kernel_sha256: str, binary_sha256: str | None,
-             measurement: dict | None, clean_sha256: str, target: float, declared: str,
-             workload_identity: str) -> tuple[str, list[str]]:
-    """Evidence class and the reasons it is not higher (FORMATS §10 decision_grade rule).
+def check_measurement(obj, path: str | os.PathLike, clean_sha256: str, kernel_sha256: str,
+                      workload_identity: str) -> list[str]:
+    """Every reason a measurement file cannot back this capture (empty when it can)."""
+    from .measure import verify_measured_files, verify_measurement  # the statistics load only when needed
 
-    As in AKA: an exploration-stage capture is ``exploration`` whatever else it has (a
-    self-declared ``--correctness passed`` included); a final-stage capture is
-    ``decision_grade`` when nothing is missing, else ``diagnostic``. Beyond the format's rule,
-    a capture of a kernel whose correctness failed stays ``exploration`` at any stage, and a
-    measurement of other sources or another workload and an interval whose upper end exceeds
-    the target keep a capture below decision_grade.
+    reasons = verify_measurement(obj)
+    if reasons:
+        return reasons
+    reasons = verify_measured_files(obj, path)
+    if obj.get("workload_identity") != workload_identity:
+        reasons.append("measurement workload identity does not match the capture's")
+    if obj["variants"]["baseline"].get("source_sha256") != clean_sha256:
+        reasons.append("measurement baseline source does not match the clean source")
+    if obj["variants"]["instrumented"].get("source_sha256") != kernel_sha256:
+        reasons.append("measurement instrumented source does not match the capture's")
+    return reasons
+
+
+def classify(stage: str, correctness: str, verified: bool, has_binary: bool, measurement: dict | None,
+             target: float) -> tuple[str, list[str]]:
+    """Evidence class and AKA's reason codes for it.
+
+    An exploration-stage capture is ``exploration`` whatever else it has; a final-stage
+    capture is ``decision_grade`` when correctness passed by an evaluator record, the binary is
+    identified and the measured overhead is within the target, else ``diagnostic``.
     """
-    reasons: list[str] = []
-    if stage != "final":
-        reasons.append("stage is exploration")
-    if record is None:
-        reasons.append("no evaluations.jsonl record (schema >= 2) matches the instrumented kernel sha256")
-    else:
-        result = record.get("result") if isinstance(record.get("result"), dict) else {}
-        failures = result.get("failures")
-        if record.get("kernel_sha256") != kernel_sha256:
-            reasons.append("evaluator record is for another kernel")
-        if result.get("all_pass") != (not failures):
-            reasons.append("evaluator record all_pass contradicts its failures")
-        elif not result.get("all_pass"):
-            reasons.append("evaluator record reports failures")
-    if binary_sha256 is None:
-        reasons.append("no binary identity")
-    if measurement is None:
-        reasons.append("no overhead measurement")
-    else:
-        variants = measurement.get("variants") or {}
-        if (variants.get("instrumented") or {}).get("source_sha256") != kernel_sha256:
-            reasons.append("measurement instrumented source is not this capture's")
-        if (variants.get("baseline") or {}).get("source_sha256") != clean_sha256:
-            reasons.append("measurement baseline source is not this capture's clean source")
-        if measurement.get("workload_identity") != workload_identity:
-            reasons.append("measurement workload differs from the capture's")
-        overhead = measurement.get("overhead_percent")
-        high = (measurement.get("interval") or {}).get("high_percent")
-        if not isinstance(overhead, (int, float)) or overhead > target:
-            reasons.append(f"overhead {overhead} % above target {target:g} %")
-        elif high is None or high > target:
-            reasons.append(f"overhead interval upper end {high} % above target {target:g} %")
-    if record is None and declared != "passed":
-        reasons.append(f"declared correctness is {declared}")
-    if stage != "final" or correctness_status(record, declared) == "failed":
-        return "exploration", reasons
-    return ("diagnostic", reasons) if reasons else ("decision_grade", [])
+    overhead = None if measurement is None else measurement["overhead_percent"]
+    missing_overhead = (["overhead_not_measured"] if overhead is None
+                        else ["overhead_above_target"] if overhead > target else [])
+    if stage == "exploration":
+        not_passed = [] if correctness == "passed" else ["correctness_not_passed"]
+        return "exploration", ["stage_is_exploration", *not_passed, *missing_overhead]
+    reasons = []
+    if correctness != "passed":
+        reasons.append("correctness_not_passed")
+    elif not verified:
+        reasons.append("correctness_not_verified")
+    if not has_binary:
+        reasons.append("binary_identity_missing")
+    reasons += missing_overhead
+    return ("diagnostic", reasons) if reasons else ("decision_grade", list(DECISION_GRADE_REASONS))
 
 
-def _rel(path: str, base: Path) -> str:
+def _rel(path: str | os.PathLike, base: Path) -> str:
     return os.path.relpath(os.path.abspath(path), base)
 
 
-def build_outputs(raw: bytes, manifest_obj, dictionary_obj, intervals) -> tuple[bytes, dict, dict]:
-    """Decode and render: (trace bytes, summary, trace_integrity); raises on any rejection."""
-    manifest = parse_manifest(manifest_obj)
-    dictionary = parse_dictionary(dictionary_obj)
-    capture = decode(raw, manifest, dictionary)
-    summary = summarize(capture, intervals)
-    integrity = {
-        "status": "verified",
-        "abi": summary["abi"],
-        "launch_id": capture.header.launch_id,
-        "status_word": capture.header.status,
-        "committed_records": capture.committed_records,
-        "owners_observed": summary["owners_observed"],
-        "owner_count": capture.header.owner_count,
-        "records_per_owner": capture.header.records_per_owner,
-    }
-    return export.chrome_trace_bytes(capture), summary, integrity
+def decode_files(raw: bytes, manifest_obj, dictionary_obj) -> Capture:
+    """Decode a raw buffer against its manifest and dictionary; raises on any rejection."""
+    return decode(raw, parse_manifest(manifest_obj), parse_dictionary(dictionary_obj))
+
+
+def integrity_facts(capture: Capture) -> dict:
+    """What the decode established beyond AKA's ``trace_integrity: passed``."""
+    header = capture.header
+    return {"launch_id": header.launch_id, "status_word": header.status, "committed_records": capture.committed_records,
+            "owner_count": header.owner_count, "records_per_owner": header.records_per_owner}
 
 
 def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str, instrumented_source: str,
-                  binary: str | None, workload_identity: str, correctness: str = "unknown",
+                  binary: str | None, workload_identity: str, correctness: str | None = None,
                   correctness_evidence: str | None = None, measurement: str | None = None,
                   stage: str = "exploration", low_overhead_target: float = 10.0, output_dir: str,
                   intervals: tuple[str, ...] = (), backend: str = "cuda", source: dict | None = None) -> dict:
-    """The `capture` verb: decode, write trace + summary, then the receipt (last, atomically)."""
-    if stage not in ("exploration", "final"):
+    """The `capture` verb: decode, check the evidence, write trace + summary, then the receipt
+    (last, atomically). ``correctness`` is what the caller reports; an evaluator record in
+    ``correctness_evidence`` overrules "unknown" and must not contradict it otherwise."""
+    if stage not in STAGES:
         raise ReceiptError([f"stage must be exploration or final, got {stage!r}"])
-    if correctness not in CORRECTNESS:
+    if correctness is not None and correctness not in CORRECTNESS:
         raise ReceiptError([f"correctness must be one of {', '.join(CORRECTNESS)}"])
+    if not (isinstance(low_overhead_target, (int, float)) and math.isfinite(low_overhead_target)
+            and low_overhead_target >= 0):
+        raise ReceiptError(["low-overhead target must be finite and non-negative"])
+    if not workload_identity.strip():
+        raise ReceiptError(["workload identity is empty"])
     missing = [p for p in (raw, manifest, dictionary, clean_source, instrumented_source, binary, measurement)
                if p and not os.path.isfile(p)]
     if missing:
@@ -171,46 +223,58 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
         raw_bytes = read_regular_file(raw, MAX_RAW_BYTES)
     except FormatError as exc:  # swapped for a FIFO or device since the check above
         raise ReceiptError([f"raw {raw}: {exc}"]) from None
-    trace_bytes, summary, integrity = build_outputs(raw_bytes, load_json(manifest), load_json(dictionary), intervals)
-    measurement_obj = None
+    capture = decode_files(raw_bytes, load_json(manifest), load_json(dictionary))
+    summary = summarize(capture)
+    extras = summary_extras(capture, intervals)
+    kernel_sha = sha256_file(instrumented_source)
+    clean_sha = sha256_file(clean_source)
+    out = Path(output_dir)
+    measurement_obj = entry = None
     if measurement:
         measurement_obj = load_json(measurement)
-        bad = verify_measurement(measurement_obj)
+        bad = check_measurement(measurement_obj, measurement, clean_sha, kernel_sha, workload_identity)
         if bad:
             raise ReceiptError(bad)
-    out = Path(output_dir)
+        entry = measurement_entry(measurement, measurement_obj, out.absolute())
+    record = evaluator_record(correctness_evidence, kernel_sha) if correctness_evidence else None
+    if record is not None and correctness is not None and correctness != verified_correctness(record):
+        raise ReceiptError([f"reported correctness {correctness} contradicts the evaluator record "
+                            f"({verified_correctness(record)})"])
+    status = verified_correctness(record) if record is not None else (correctness or "unknown")
+    evidence_class, reasons = classify(stage, status, record is not None, binary is not None, entry,
+                                       float(low_overhead_target))
     out.mkdir(parents=True, exist_ok=True)
     trace_path = out / export.JSON_TRACE_NAME
     summary_path = out / SUMMARY_NAME
-    atomic_write_bytes(trace_path, trace_bytes)
+    atomic_write_bytes(trace_path, export.chrome_trace_bytes(capture))
     atomic_write_bytes(summary_path, json_bytes(summary))
-    kernel_sha = sha256_file(instrumented_source)
-    clean_sha = sha256_file(clean_source)
-    record = find_evaluator_record(correctness_evidence, kernel_sha)
-    binary_sha = sha256_file(binary) if binary else None
-    evidence_class, reasons = classify(stage, record, kernel_sha, binary_sha, measurement_obj, clean_sha,
-                                       low_overhead_target, correctness, workload_identity)
-    receipt: dict = {"schema": RECEIPT_SCHEMA, "backend": backend, "stage": stage}
-    if source is not None:  # where a normalized raw buffer came from (export-iket)
-        receipt["source"] = source
     paths = {"clean_source": clean_source, "instrumented_source": instrumented_source, "binary": binary,
              "raw": raw, "manifest": manifest, "event_dictionary": dictionary, "trace": str(trace_path),
-             "summary": str(summary_path), "measurement": measurement}
-    for name in ARTIFACTS:
+             "summary": str(summary_path)}
+    receipt: dict = {"schema": RECEIPT_SCHEMA, "backend": backend, "stage": stage}
+    for name, _ in FILES:
         path = paths[name]
         receipt[name] = _rel(path, out) if path else None
         receipt[f"{name}_sha256"] = sha256_file(path) if path else None
     receipt.update(
         workload_identity=workload_identity,
-        correctness={"status": correctness_status(record, correctness), "declared": correctness,
-                     "evaluator_record": record,
-                     "evidence": _rel(correctness_evidence, out) if correctness_evidence else None},
-        trace_integrity=integrity,
-        interval_requests=list(intervals),
+        correctness=status,
+        correctness_evidence=record,
+        trace_integrity="passed",
         evidence_class=evidence_class,
         classification_reasons=reasons,
         low_overhead_target_percent=low_overhead_target,
-        measurement_summary=measurement_summary(measurement_obj),
+        measurement=entry,
+        episcope={
+            "correctness_reported": correctness,
+            "correctness_evidence_path": _rel(correctness_evidence, out) if correctness_evidence else None,
+            "trace_integrity": integrity_facts(capture),
+            "interval_requests": list(intervals),
+            "summary": extras,
+            "measurement": measurement_statistics(measurement_obj),
+        },
     )
+    if source is not None:  # where a normalized raw buffer came from (export-iket)
+        receipt["source"] = source
     atomic_write_bytes(out / RECEIPT_NAME, json_bytes(receipt))
     return receipt

@@ -69,11 +69,11 @@ def interval_stats(capture: Capture, start_name: str, end_name: str, arrow: str 
     return result
 
 
-def summarize(capture: Capture, intervals: list[str] | tuple[str, ...] = ()) -> dict:
-    """The summary in AKA's terms: a canonical event is a paired range, an instant or a counter
-    (a range counted once, not as its begin and end records); ``site_event_count`` counts
-    those, ``site_total_duration_ns`` the sites that have ranges, and ``physical_sms`` lists
-    the SM ids seen. The keys after ``site_total_duration_ns`` are episcope's own."""
+def summarize(capture: Capture) -> dict:
+    """The summary exactly as AKA's ``summarize`` states it, key for key, so AKA's ``validate``
+    finds it reproducible: a canonical event is a paired range, an instant or a counter (a range
+    counted once, not as its begin and end records); ``site_event_count`` counts those,
+    ``site_total_duration_ns`` the sites that have ranges, ``physical_sms`` lists the SM ids."""
     ev = capture.events
     rg = capture.ranges
     kind = ev["kind"]
@@ -91,20 +91,29 @@ def summarize(capture: Capture, intervals: list[str] | tuple[str, ...] = ()) -> 
             if total >= 2**52:
                 total = int(dur[rg["site"] == s].sum())
             totals[names[int(s)]] = total
-    ts = ev["timestamp_ns"]
+    owner = ev["owner"]  # canonical order: owner, then sequence; an owner keeps its SM
+    firsts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else owner
     return {
         "schema": SUMMARY_SCHEMA,
-        "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
-        "launch_id": capture.header.launch_id,
         "committed_records": capture.committed_records,
         "canonical_events": int(dur.size + points.sum()),
         "ranges": int(dur.size),
         "instants": int((kind == abi.KIND_INSTANT).sum()),
         "counters": int((kind == abi.KIND_COUNTER).sum()),
-        "owners_observed": int(np.unique(ev["owner"]).size),
-        "physical_sms": np.unique(ev["sm"]).tolist(),
+        "owners_observed": int(firsts.size),
+        "physical_sms": sorted(set(ev["sm"][firsts].tolist())),
         "site_event_count": dict(sorted((names[int(s)], int(c)) for s, c in zip(site_ids, counts))),
         "site_total_duration_ns": dict(sorted(totals.items())),
+    }
+
+
+def summary_extras(capture: Capture, intervals: list[str] | tuple[str, ...] = ()) -> dict:
+    """What episcope states beyond AKA's summary (it goes in the receipt, which AKA reads past
+    keys it does not know): the launch, the span of the capture and the named intervals."""
+    ts = capture.events["timestamp_ns"]
+    return {
+        "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
+        "launch_id": capture.header.launch_id,
         "first_timestamp_ns": int(ts.min()),
         "last_timestamp_ns": int(ts.max()),
         "span_ns": int(ts.max() - ts.min()),

@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--instrumented-source", required=True)
         p.add_argument("--binary")
         p.add_argument("--workload-identity", required=True)
-        p.add_argument("--correctness", choices=("passed", "failed", "unknown"), default="unknown")
+        p.add_argument("--correctness", choices=("passed", "failed", "unknown"),
+                       help="as reported; an evaluator record (--correctness-evidence) must not contradict it")
         p.add_argument("--correctness-evidence")
         p.add_argument("--measurement")
         p.add_argument("--stage", choices=("exploration", "final"), default="exploration")
@@ -67,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--clean-source", required=True)
         p.add_argument("--instrumented-source", required=True)
         p.add_argument("--workload-identity", required=True)
-        p.add_argument("--correctness", choices=("passed", "failed", "unknown"), default="unknown")
+        p.add_argument("--correctness", choices=("passed", "failed", "unknown"),
+                       help="as reported; an evaluator record (--correctness-evidence) must not contradict it")
         p.add_argument("--correctness-evidence")
         p.add_argument("--measurement")
         p.add_argument("--stage", choices=("exploration", "final"), default="exploration")

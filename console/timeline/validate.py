@@ -1,29 +1,133 @@
-"""Fail-closed validation of a capture receipt (``timeline.py validate``).
+"""Fail-closed validation of a capture receipt (``timeline.py validate``), episcope's or AKA's.
 
-It re-hashes every file the receipt names, decodes the raw buffer again, regenerates the trace
-and summary byte for byte, re-normalizes an IKeT source, recomputes the measurement statistics
-and the evidence class, and reports every difference. It sits above both routes' writers
-(``receipt``, ``iket``), so neither imports the other back.
+It re-hashes every file the receipt names, decodes the raw buffer again and regenerates the
+trace and summary (AKA's canonical forms, compared as JSON text and objects), re-normalizes an
+IKeT source, checks the evaluator record, recomputes the measurement and the evidence class,
+and reports every difference. episcope's additional keys (``episcope``) are checked when
+present; a receipt AKA wrote has none. It sits above both routes' writers (``receipt``,
+``iket``), so neither imports the other back.
 """
 
 from __future__ import annotations
 
+import math
+import zlib
 from pathlib import Path
 
-from .decode import CaptureRejected
+from . import export
+from .capture_view import MAX_RAW_BYTES
+from .decode import Capture, CaptureRejected
 from .files import sha256_file
 from .iket import validate_source
 from .manifest import SpecError, load_json
-from .measure import verify_measurement
 from .receipt import (
-    ARTIFACTS,
-    OPTIONAL,
+    CORRECTNESS,
+    FILES,
     RECEIPT_SCHEMA,
-    build_outputs,
+    STAGES,
+    check_measurement,
     classify,
-    correctness_status,
-    measurement_summary,
+    decode_files,
+    integrity_facts,
+    measurement_entry,
+    measurement_statistics,
+    record_problem,
+    verified_correctness,
 )
+from .summary import summarize, summary_extras
+
+
+def _hashed_files(receipt: dict, base: Path, reasons: list[str]) -> dict[str, Path]:
+    """The files the receipt names whose SHA-256 matches; a reason for every other one."""
+    files: dict[str, Path] = {}
+    for name, required in FILES:
+        rel = receipt.get(name)
+        if rel is None and not required:
+            if receipt.get(f"{name}_sha256") is not None:
+                reasons.append(f"{name}_sha256 given without {name}")
+            continue
+        if not isinstance(rel, str) or not rel:
+            reasons.append(f"receipt names no {name}")
+            continue
+        path = base / rel
+        if not path.is_file():
+            reasons.append(f"{name} missing: {rel}")
+            continue
+        if sha256_file(path) != receipt.get(f"{name}_sha256"):
+            reasons.append(f"{name} sha256 mismatch: {rel}")
+        files[name] = path
+    return files
+
+
+def _gunzip_at_most(path: Path, limit: int) -> bytes | None:
+    """The decompressed file, or None when it is not gzip; stops after ``limit`` bytes so a
+    forged trace cannot inflate without bound."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        data = inflater.decompress(path.read_bytes(), limit)
+    except zlib.error:
+        return None
+    return data
+
+
+def _check_products(capture: Capture, receipt: dict, files: dict[str, Path]) -> list[str]:
+    """The stored trace and summary against the ones the raw buffer gives again."""
+    reasons = []
+    text = export.chrome_trace_json(capture).encode()
+    stored = _gunzip_at_most(files["trace"], len(text) + 1)
+    # AKA and episcope both write the trace as sorted-key compact JSON: same trace, same text
+    if stored != text:
+        reasons.append("canonical trace is not reproducible from the raw buffer")
+    try:
+        summary = load_json(files["summary"])
+    except ValueError:
+        summary = None
+    if summary != summarize(capture):
+        reasons.append("trace summary is not reproducible from the raw buffer")
+    extras = receipt.get("episcope")
+    if isinstance(extras, dict):
+        if extras.get("trace_integrity") != integrity_facts(capture):
+            reasons.append("episcope trace_integrity differs from the re-decoded raw buffer")
+        requests = extras.get("interval_requests") or []
+        try:
+            again = summary_extras(capture, tuple(requests))
+        except (ValueError, TypeError) as exc:
+            reasons.append(f"episcope interval_requests cannot be recomputed: {exc}")
+        else:
+            if extras.get("summary") != again:
+                reasons.append("episcope summary differs from the re-decoded raw buffer")
+    return reasons
+
+
+def _check_measurement(receipt: dict, base: Path) -> list[str]:
+    entry = receipt.get("measurement")
+    if entry is None:
+        return []
+    if not isinstance(entry, dict):
+        return ["receipt measurement must be an object"]
+    rel = entry.get("path")
+    path = base / str(rel)
+    if not isinstance(rel, str) or not path.is_file():
+        return ["measurement artifact is missing"]
+    if sha256_file(path) != entry.get("sha256"):
+        return [f"measurement hash mismatch: {rel}"]
+    try:
+        obj = load_json(path)
+    except ValueError:
+        return ["measurement is not JSON"]
+    reasons = check_measurement(obj, path, receipt.get("clean_source_sha256"),
+                                receipt.get("instrumented_source_sha256"), receipt.get("workload_identity"))
+    if reasons:
+        return reasons
+    again = measurement_entry(path, obj, base)
+    for key in ("baseline_ms", "instrumented_ms", "overhead_percent"):
+        if not (isinstance(entry.get(key), (int, float))
+                and math.isclose(float(entry[key]), again[key], rel_tol=1e-12)):
+            reasons.append(f"measurement {key} is not reproducible")
+    extras = receipt.get("episcope")
+    if isinstance(extras, dict) and extras.get("measurement") != measurement_statistics(obj):
+        reasons.append("episcope measurement differs from the measurement file")
+    return reasons
 
 
 def validate_receipt(receipt_path: str) -> list[str]:
@@ -36,31 +140,26 @@ def validate_receipt(receipt_path: str) -> list[str]:
         return [f"receipt schema is not {RECEIPT_SCHEMA}"]
     base = Path(receipt_path).parent
     reasons: list[str] = []
-    files: dict[str, Path] = {}
-    for name in ARTIFACTS:
-        rel = receipt.get(name)
-        if rel is None and name in OPTIONAL:
-            if receipt.get(f"{name}_sha256") is not None:
-                reasons.append(f"{name}_sha256 given without {name}")
-            continue
-        if not isinstance(rel, str):
-            reasons.append(f"receipt names no {name}")
-            continue
-        path = base / rel
-        if not path.is_file():
-            reasons.append(f"{name} missing: {rel}")
-            continue
-        if sha256_file(path) != receipt.get(f"{name}_sha256"):
-            reasons.append(f"{name} sha256 mismatch: {rel}")
-        files[name] = path
+    if receipt.get("backend") not in ("cuda", "iket"):
+        reasons.append("receipt backend is invalid")
+    if receipt.get("stage") not in STAGES:
+        reasons.append("receipt stage is invalid")
+    if receipt.get("correctness") not in CORRECTNESS:
+        reasons.append("receipt correctness is invalid")
+    if receipt.get("trace_integrity") != "passed":
+        reasons.append("receipt trace integrity is not passed")
+    workload = receipt.get("workload_identity")
+    if not isinstance(workload, str) or not workload.strip():
+        reasons.append("receipt workload identity is missing")
+    files = _hashed_files(receipt, base, reasons)
     if receipt.get("backend") == "iket":
         reasons.extend(validate_source(receipt, base, files))
-    needed = ("raw", "manifest", "event_dictionary", "trace", "summary")
-    if all(n in files for n in needed):
+    if all(n in files for n in ("raw", "manifest", "event_dictionary", "trace", "summary")):
         try:
-            trace_bytes, summary, integrity = build_outputs(
-                files["raw"].read_bytes(), load_json(files["manifest"]), load_json(files["event_dictionary"]),
-                tuple(receipt.get("interval_requests") or ()))
+            raw = files["raw"].read_bytes()
+            if len(raw) > MAX_RAW_BYTES:
+                raise ValueError(f"raw buffer larger than {MAX_RAW_BYTES} bytes")
+            capture = decode_files(raw, load_json(files["manifest"]), load_json(files["event_dictionary"]))
         except CaptureRejected as exc:
             reasons.append(f"raw capture rejected: {exc}")
         except SpecError as exc:
@@ -68,47 +167,30 @@ def validate_receipt(receipt_path: str) -> list[str]:
         except ValueError as exc:
             reasons.append(f"capture cannot be decoded: {exc}")
         else:
-            if files["trace"].read_bytes() != trace_bytes:
-                reasons.append("trace differs from the re-decoded raw buffer")
-            try:
-                stored = load_json(files["summary"])
-            except ValueError:
-                stored = None
-            if stored != summary:
-                reasons.append("summary differs from the re-decoded raw buffer")
-            if receipt.get("trace_integrity") != integrity:
-                reasons.append("trace_integrity differs from the re-decoded raw buffer")
-    measurement = None
-    if "measurement" in files:
-        try:
-            measurement = load_json(files["measurement"])
-        except ValueError:
-            reasons.append("measurement is not JSON")
+            reasons.extend(_check_products(capture, receipt, files))
+    verified = False
+    record = receipt.get("correctness_evidence")
+    if record is not None and "instrumented_source" in files:
+        problem = record_problem(record, sha256_file(files["instrumented_source"]))
+        if problem:
+            reasons.append(problem)
         else:
-            reasons.extend(verify_measurement(measurement))
-            if receipt.get("measurement_summary") != measurement_summary(measurement):
-                reasons.append("measurement_summary differs from the measurement")
-    elif receipt.get("measurement_summary") is not None:
-        reasons.append("measurement_summary without a measurement")
-    if "instrumented_source" in files and "clean_source" in files:
-        correctness = receipt.get("correctness") if isinstance(receipt.get("correctness"), dict) else {}
-        record = correctness.get("evaluator_record")
-        kernel_sha = sha256_file(files["instrumented_source"])
-        if record is not None and (not isinstance(record, dict) or record.get("kernel_sha256") != kernel_sha):
-            reasons.append("evaluator record does not match the instrumented source")
-            record = None
-        declared = correctness.get("declared", "unknown")
-        if correctness.get("status") != correctness_status(record, declared):
-            reasons.append("correctness status differs from its evidence")
-        target = receipt.get("low_overhead_target_percent")
-        if not isinstance(target, (int, float)):
-            reasons.append("low_overhead_target_percent missing")
-        else:
-            binary_sha = sha256_file(files["binary"]) if "binary" in files else None
-            cls, why = classify(receipt.get("stage"), record, kernel_sha, binary_sha, measurement,
-                                sha256_file(files["clean_source"]), float(target), declared,
-                                receipt.get("workload_identity"))
-            if receipt.get("evidence_class") != cls or receipt.get("classification_reasons") != why:
-                reasons.append(f"evidence class {receipt.get('evidence_class')!r} does not follow from the "
-                               f"evidence (recomputed {cls!r})")
+            verified = True
+            if verified_correctness(record) != receipt.get("correctness"):
+                reasons.append("receipt correctness contradicts the evaluator record")
+    measurement_reasons = _check_measurement(receipt, base)
+    reasons.extend(measurement_reasons)
+    target = receipt.get("low_overhead_target_percent")
+    if not (isinstance(target, (int, float)) and not isinstance(target, bool) and math.isfinite(target)
+            and target >= 0):
+        reasons.append("receipt low-overhead target is invalid")
+    elif not measurement_reasons:
+        entry = receipt.get("measurement")
+        cls, why = classify(str(receipt.get("stage")), str(receipt.get("correctness")), verified,
+                            receipt.get("binary") is not None, entry, float(target))
+        if receipt.get("evidence_class") != cls:
+            reasons.append(f"evidence class {receipt.get('evidence_class')!r} does not follow from the evidence "
+                           f"(recomputed {cls!r})")
+        elif receipt.get("classification_reasons") != why:
+            reasons.append(f"classification reasons do not follow from the evidence (recomputed {why})")
     return reasons
