@@ -22,7 +22,9 @@ and directories with safe relative names are unpacked: links, devices, absolute 
   brings may name another repository's worktree, which it would rewrite.
 
 All of this happens in a staging directory that is renamed into place only when complete
-(marker written); a refused or failed unpack leaves nothing in the cache.
+(marker written); a refused or failed unpack leaves nothing in the cache. ``tarfile`` and the
+check are imported only then: opening a copy already made (every run after the first) needs
+neither.
 """
 
 from __future__ import annotations
@@ -31,20 +33,23 @@ import hashlib
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from console.formats.tar_check import TarLimits, TarRefused, check_tar_gz
 from console.paths import user_cache_dir
 
 from .git_repo import GitUnavailable, run_git, safe_environment
 from .locations import WORKTREES_DIR
 
+if TYPE_CHECKING:
+    import tarfile
+
+    from console.formats.tar_check import TarLimits
+
 DONE_MARKER = ".episcope-unpacked"
 COPY_FORMAT = "episcope archive copy 2\n"  # a copy made by an older unpacker is made again
 _KEY_CHARS = 16
-LIMITS = TarLimits()
 
 # Config keys kept in an unpacked copy (git's lower-case spelling; <name> is any subsection).
 KEPT_CONFIG = re.compile(
@@ -89,6 +94,8 @@ def _is_hook(parts: tuple[str, ...]) -> bool:
 
 def _extract(archive: Path, staging: Path) -> None:
     """Unpack the checked archive into ``staging``."""
+    import tarfile
+
     with tarfile.open(archive, "r:gz") as tar:
         members = tar.getmembers()
         for member in members:
@@ -181,7 +188,11 @@ def _linked_admin_name(link: Path) -> str | None:
     return PurePosixPath(named).name if named else None
 
 
-def _unpack(archive: Path, target: Path) -> None:
+def _unpack(archive: Path, target: Path, limits: TarLimits | None) -> None:
+    import tarfile
+
+    from console.formats.tar_check import TarLimits, TarRefused, check_tar_gz
+
     if target.exists():
         shutil.rmtree(target)  # a copy without its marker: an unpack that never finished
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +200,7 @@ def _unpack(archive: Path, target: Path) -> None:
     try:
         try:
             with open(archive, "rb") as handle:
-                check_tar_gz(handle, LIMITS)
+                check_tar_gz(handle, limits or TarLimits())
             _extract(archive, staging)
             env = safe_environment(staging)
             for config in _git_configs(staging):
@@ -218,8 +229,10 @@ def _complete(copy: Path) -> bool:
         return False
 
 
-def open_archive(path: str | os.PathLike[str]) -> Path:
-    """Unpack ``path`` (once) and return the campaign root inside the unpacked copy."""
+def open_archive(path: str | os.PathLike[str], limits: TarLimits | None = None) -> Path:
+    """Unpack ``path`` (once) and return the campaign root inside the unpacked copy.
+
+    ``limits`` bound what unpacking may read (default: ``tar_check``'s)."""
     archive = Path(path).expanduser().resolve()
     try:
         st = archive.stat()
@@ -233,7 +246,7 @@ def open_archive(path: str | os.PathLike[str]) -> Path:
         raise ArchiveError(f"{archive}: {exc.strerror or exc}") from None
     target = cache_root() / name
     if not _complete(target):
-        _unpack(archive, target)
+        _unpack(archive, target, limits)
     campaigns = [c for c in _campaigns(target) if (c / ".git").is_dir() or (c / ".atrex_long_horizon").is_dir()]
     if len(campaigns) != 1:
         raise ArchiveError(f"{archive}: expected one campaign directory, found {len(campaigns)}")
