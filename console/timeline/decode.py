@@ -283,9 +283,9 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
         key = key[order]
     begin = kind[ridx] == abi.KIND_BEGIN
     delta = np.where(begin, 1, -1).astype(np.int64)
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if key.size else np.zeros(0, np.int64)
     csum = np.cumsum(delta)
-    group = np.cumsum(np.r_[True, key[1:] != key[:-1]]) - 1 if key.size else np.zeros(0, np.int64)
+    group = np.cumsum(np.concatenate(([True], key[1:] != key[:-1]))) - 1 if key.size else np.zeros(0, np.int64)
     depth = csum - (csum - delta)[starts][group] if key.size else csum
     # depth after each event inside its (owner, site) group
     none = np.zeros(0, np.int64)
@@ -293,7 +293,7 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
     if key.size == 0:
         return empty
     low = np.minimum.reduceat(np.minimum(depth, 0), starts)
-    final = depth[np.r_[starts[1:] - 1, key.size - 1]]
+    final = depth[np.append(starts[1:] - 1, key.size - 1)]
     orphan_ends = -low
     open_begins = final + orphan_ends
     bad = False
@@ -301,13 +301,13 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
         bad = True
         # the first end that drove the depth below zero, per bad group
         neg = np.flatnonzero(depth < 0)
-        first = neg[np.r_[True, group[neg][1:] != group[neg][:-1]]]
+        first = neg[np.concatenate(([True], group[neg][1:] != group[neg][:-1]))]
         problems.append(Problem("end_without_begin", "range end without a matching begin",
                                 int(orphan_ends.sum()),
                                 _offsets(at(ridx[first]), abi.HEADER_BYTES, abi.RECORD_BYTES)))
     if (open_begins > 0).any():
         bad = True
-        last_of = np.r_[starts[1:] - 1, key.size - 1][open_begins > 0]
+        last_of = np.append(starts[1:] - 1, key.size - 1)[open_begins > 0]
         problems.append(Problem("unmatched_begin", "range begin never ended",
                                 int(open_begins.sum()),
                                 _offsets(at(ridx[last_of]), abi.HEADER_BYTES, abi.RECORD_BYTES)))

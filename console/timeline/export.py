@@ -97,6 +97,8 @@ def chrome_trace(capture: Capture) -> dict:
     e_owner, e_site, e_ts = ev["owner"].tolist(), ev["site"].tolist(), ev["timestamp_ns"].tolist()
     e_kind, e_pay, e_seq = ev["kind"].tolist(), ev["payload"].tolist(), ev["sequence"].tolist()
     declared: set[int] = set()
+    # the args every event of one site and owner share, merged once per pair, not per event
+    shared: dict[tuple[int, int], dict] = {}
     is_range, index = canonical_order(capture)
     for ranged, i in zip(is_range.tolist(), index.tolist()):
         owner = r_owner[i] if ranged else e_owner[i]
@@ -105,16 +107,20 @@ def chrome_trace(capture: Capture) -> dict:
             declared.add(owner)
             events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                            "args": {"name": capture.manifest.owner_name(owner)}})
+        site = r_site[i] if ranged else e_site[i]
+        common = shared.get((site, owner))
+        if common is None:
+            common = shared[(site, owner)] = {**where[site], **who[owner]}
         if ranged:
-            site, begin, end = r_site[i], r_begin[i], r_end[i]
+            begin, end = r_begin[i], r_end[i]
             events.append({"name": names[site], "pid": pid, "tid": tid, "ts": (begin - t0) / 1000.0,
-                           "args": {**where[site], **who[owner], "timestamp_ns": begin, "end_timestamp_ns": end,
+                           "args": {**common, "timestamp_ns": begin, "end_timestamp_ns": end,
                                     "duration_ns": end - begin, "begin_payload": r_bpay[i],
                                     "end_payload": r_epay[i]},
                            "ph": "X", "dur": (end - begin) / 1000.0})
             continue
-        site, ts = e_site[i], e_ts[i]
-        args = {**where[site], **who[owner], "timestamp_ns": ts}
+        ts = e_ts[i]
+        args = {**common, "timestamp_ns": ts}
         if e_kind[i] == abi.KIND_INSTANT:
             args.update(payload=e_pay[i], sequence=e_seq[i])
             events.append({"name": names[site], "pid": pid, "tid": tid, "ts": (ts - t0) / 1000.0, "args": args,
@@ -134,7 +140,9 @@ def chrome_trace_json(capture: Capture) -> str:
 
 def chrome_trace_bytes(capture: Capture) -> bytes:
     out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz:
+    # level 3: on a 540k-range trace (172 MB of text) 3.3x faster than level 6 for a file 25%
+    # larger (19 MB, not 15); AKA's level 9 takes twice level 6. The text is what validate compares.
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=3) as gz:
         gz.write(chrome_trace_json(capture).encode())
     return out.getvalue()
 

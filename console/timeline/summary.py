@@ -92,7 +92,7 @@ def summarize(capture: Capture) -> dict:
                 total = int(dur[rg["site"] == s].sum())
             totals[names[int(s)]] = total
     owner = ev["owner"]  # canonical order: owner, then sequence; an owner keeps its SM
-    firsts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else owner
+    firsts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1]))) if owner.size else owner
     return {
         "schema": SUMMARY_SCHEMA,
         "committed_records": capture.committed_records,
