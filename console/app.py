@@ -169,6 +169,7 @@ class EpiscopeApp(App):
         self._availability: tuple | None = None
         self._preflight: Preflight | None = None  # the sampling thread's, folded into the state once
         self._jobs_seen: EpisodeState | None = None  # the state whose jobs the failure toasts last compared
+        self._focus_pending = False  # no pane could take the first focus yet (see _give_first_focus)
         self.draws = 0  # how many states were drawn (the load benchmark reads it)
 
     # -- layout ----------------------------------------------------------------------------
@@ -193,7 +194,6 @@ class EpiscopeApp(App):
                 yield UnreadableList(number=8, id="unreadable")
         if self.replay is not None:
             yield ReplayBar(id="replay-bar")
-        yield Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
         # A class given here costs nothing; added to the app once mounted, it restyled every widget.
         yield KeyBar(classes="-readonly" if self.readonly else None)
 
@@ -201,12 +201,11 @@ class EpiscopeApp(App):
         return sorted(self.query(Pane), key=lambda p: p.number or 0)
 
     def on_mount(self) -> None:
-        self.query_one("#filter", Input).display = False
         self.set_interval(TICK_SECONDS, self._tick)
         if self.replay is not None:
             self.set_interval(REPLAY_SECONDS, self._replay_tick)
         self.draw_pending()
-        self.query_one("#phases", Pane).focus_pane()
+        self._focus_pending = not self._give_first_focus()
         # The rest waits for the first frame: checking the keymap's ids imports every screen
         # (the timeline's brings numpy), and the scan's thread and the GPU sampler would
         # compete with the first paint for the interpreter (benchmarks/console_first_paint.py).
@@ -235,14 +234,21 @@ class EpiscopeApp(App):
 
     @work(exclusive=True, exit_on_error=False, group="follow")
     async def follow_session(self) -> None:
-        """Scan (in a thread: a long episode takes a moment), then follow the workspace on
-        the app's loop. While the app is behind on its messages the follower reads no
-        further: the files keep the events, and the next batch brings them all."""
+        """Scan (in a thread: a long episode takes a moment), draw what it found, then follow
+        the workspace on the app's loop. While the app is behind on its messages the
+        follower reads no further: the files keep the events, and the next batch brings
+        them all."""
         session = self.session
         try:
             await asyncio.to_thread(session.scan)
             self.scanned = True
-            self.post_message(self.EpisodeChanged())
+            # The scan's data goes on screen before following starts: loading the file
+            # watcher (watchfiles and its async backend) costs about as much as that frame.
+            self._session_changed = True
+            self.draw_pending()
+            drawn = asyncio.Event()
+            self.call_after_refresh(drawn.set)
+            await drawn.wait()
             async for _ in session.follow_events(self._stop):
                 self.post_message(self.EpisodeChanged())
                 while self.message_queue_size > BACKLOG_MESSAGES and not self._stop.is_set():
@@ -334,6 +340,8 @@ class EpiscopeApp(App):
         self.query_one(EpisodeHeader).show_state(state, extra=self._header_note(), launched=self._launched_running())
         for pane in self.panes():
             pane.show_state(state, now)
+        if self._focus_pending and self.focused is None:
+            self._focus_pending = not self._give_first_focus()
         self.refresh_availability()
         self._toast_failures(state)
 
@@ -554,6 +562,13 @@ class EpiscopeApp(App):
                 pane.focus_pane()
                 return
 
+    def _give_first_focus(self) -> bool:
+        """The phases pane has the focus at start, else the first pane with data. While the
+        workspace is scanned no pane has a body to focus: False, and the first draw with
+        data tries again."""
+        panes = [self.query_one("#phases", Pane), *(pane for pane in self.panes() if not pane.empty)]
+        return any(pane.focus_pane() for pane in panes)
+
     def _focused_pane(self) -> Pane | None:
         node = self.focused
         while node is not None and not isinstance(node, Pane):
@@ -566,10 +581,16 @@ class EpiscopeApp(App):
             self.notify("focus a table first (1-8 or Tab), then /", severity="warning")
             return
         self._filter_target = pane
-        box = self.query_one("#filter", Input)
+        box = self._filter_box()
+        if box is None:  # mounted the first time it is asked for
+            box = Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
+            self.screen.mount(box, before=self.screen.query_one(KeyBar))
         box.value = pane.filter_text
         box.display = True
         box.focus()
+
+    def _filter_box(self) -> Input | None:
+        return next(iter(self.screen.query("#filter").results(Input)), None)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter" and self._filter_target is not None:
@@ -580,14 +601,16 @@ class EpiscopeApp(App):
             self._close_filter()
 
     def _close_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.display = False
+        box = self._filter_box()
+        if box is not None:
+            box.display = False
         if self._filter_target is not None:
             self._filter_target.focus_pane()
         self._filter_target = None
 
     def action_back(self) -> None:
-        if self.query_one("#filter", Input).display:
+        box = self._filter_box()
+        if box is not None and box.display:
             self._close_filter()
             return
         pane = self._focused_pane()

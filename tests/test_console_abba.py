@@ -99,8 +99,9 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
 
         async def shown(*needles: str) -> str:
             for _ in range(150):
-                text = "\n".join(s.text for s in pane.query_one("#abba-body", Static).render_lines(
-                    pane.query_one("#abba-body", Static).size.region))
+                # The body is mounted with the pane's first data (after the scan).
+                body = next(iter(pane.query("#abba-body").results(Static)), None)
+                text = "" if body is None else "\n".join(s.text for s in body.render_lines(body.size.region))
                 if all(n in text for n in needles):
                     return text
                 await pilot.pause(0.1)

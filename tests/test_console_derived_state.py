@@ -130,13 +130,13 @@ async def test_the_live_console_records_its_gpu_readings_and_the_pane_draws_the_
         reading = app.episode_state.gpu
         assert reading is not None
         await pilot.pause(0.3)
-        body = app.query_one("#gpu-body", Static)
-        shown = "\n".join(strip.text for strip in body.render_lines(body.size.region))
         if reading.unavailable is not None:
             # No GPU: the pane folds to its note line, which says why (Enter shows it uncut).
             shown = str(app.query_one("#gpu .pane-note", Static).render())
             assert "N/A" in shown and reading.unavailable[:20] in shown
         else:
+            body = app.query_one("#gpu-body", Static)
+            shown = "\n".join(strip.text for strip in body.render_lines(body.size.region))
             assert reading.gpus[0].name[:10] in shown
     _, events, _ = load_recording(recording)
     recorded = [e.data for e in events if e.kind == ev.GPU]

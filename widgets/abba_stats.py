@@ -53,7 +53,7 @@ class AbbaStats(Pane, can_focus=True):
     AbbaStats #abba-body { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def compose(self):
+    def compose_body(self):
         yield Static(id="abba-body", classes="pane-body")
 
     def empty_note(self, state: EpisodeState) -> str | None:
@@ -62,8 +62,10 @@ class AbbaStats(Pane, can_focus=True):
         return "no ABBA verification or timeline measure yet (a, m)"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
+        if not self.has_body:
+            return
         if previous is not None and previous.abba_comparisons == state.abba_comparisons \
                 and previous.measure_comparisons == state.measure_comparisons:
             return

@@ -19,7 +19,7 @@ class AlertsPane(Pane):
         super().__init__(number=number, id=id)
         self._alerts: dict[str, Alert] = {}  # row key -> alert
 
-    def compose(self):
+    def compose_body(self):
         table = DataTable(id="alerts-table", cursor_type="row", classes="pane-body")
         table.add_columns("sev", "message", "code")
         yield table
@@ -28,12 +28,12 @@ class AlertsPane(Pane):
         return None if state.alerts else "no alerts"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
         subtitle = str(len(state.alerts)) if state.alerts else ""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if previous is not None and previous.alerts == state.alerts:
+        if not self.has_body or (previous is not None and previous.alerts == state.alerts):
             return
         # Paths inside the workspace are shown from its root (the detail view has them whole).
         root = (state.worktree or state.campaign_root or "").rstrip("/") + "/"
@@ -55,6 +55,8 @@ class AlertsPane(Pane):
         sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def full_text(self) -> tuple[str, str] | None:
+        if not self.has_body:
+            return None
         key = selected_key(self.query_one(DataTable))
         alert = None if key is None else self._alerts.get(key)
         if alert is None:

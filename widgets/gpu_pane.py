@@ -46,7 +46,7 @@ class GpuPane(Pane, can_focus=True):
         super().__init__(number=number, id=id)
         self.sampled = sampled  # whether readings are expected (live with sampling on)
 
-    def compose(self):
+    def compose_body(self):
         yield Static(id="gpu-body", classes="pane-body")
 
     def empty_note(self, state: EpisodeState) -> str | None:
@@ -58,9 +58,9 @@ class GpuPane(Pane, can_focus=True):
         return "sampling…" if self.sampled else "N/A — not sampled (replay, or sampling off)"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
-        if previous is not None and previous.gpu == state.gpu:
+        if not self.has_body or (previous is not None and previous.gpu == state.gpu):
             return
         body = reading_table(state.gpu) if state.gpu is not None else plain(self.empty_note(state), "dim")
         self.query_one("#gpu-body", Static).update(body)

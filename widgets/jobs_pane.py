@@ -57,7 +57,7 @@ class JobsPane(Pane):
         self._jobs: dict[str, JobRecord] = {}
         self._log_shown: tuple[JobRecord | None, JobLogTail | None] = (None, None)
 
-    def compose(self):
+    def compose_body(self):
         table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_columns("job", "state", "category", "slot", "time", "exit")
         yield table
@@ -67,12 +67,14 @@ class JobsPane(Pane):
         return None if state.jobs else "no sandbox jobs yet"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
         running = sum(1 for j in state.jobs if j.state in ("queued", "running"))
         subtitle = f"{running}/{MAX_SANDBOX_JOBS} slots"
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
+        if not self.has_body:
+            return
         if previous is None or previous.jobs != state.jobs:
             self._sync_rows(state)  # running times move on with the clock's tick, not with every state
         self._show_log()
@@ -105,6 +107,8 @@ class JobsPane(Pane):
         sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def selected_job(self) -> JobRecord | None:
+        if not self.has_body:
+            return None
         key = selected_key(self.query_one(DataTable))
         return None if key is None else self._jobs.get(key)
 
@@ -122,6 +126,8 @@ class JobsPane(Pane):
         log.clear()
         if job is not None:
             log.write_lines(log_lines(job, tail))
+            if not log.is_mounted:  # written before its first layout: scroll once it has one
+                log.call_after_refresh(log.scroll_end, animate=False, x_axis=False)
 
     def full_text(self) -> tuple[str, str] | None:
         job = self.selected_job()

@@ -10,6 +10,11 @@ rows with data. Folding sets inline styles (display, width, height) rather than 
 class change re-applies the stylesheet to every widget in the pane, which cost more than
 the rest of the first paint together; an inline style only re-lays out.
 
+A pane's body (the tables and text that show its data, ``compose_body``) is mounted the
+first time the pane has something to show. The first frame, drawn while the workspace is
+still being scanned, is then the panes' titles and notes only, and a pane that stays empty
+(no GPU, every record readable) never builds, styles or lays out its table at all.
+
 Enter opens the full text of the selected row, or of the pane, in a detail view: tables and
 the dashboard cut long text to fit, and this is where it can be read whole.
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.color import Color
 from textual.containers import Horizontal, Vertical
@@ -87,10 +93,19 @@ class Pane(Vertical):
         self._note = Static(classes="pane-note")
         self._note_text: str | None = None
         self._highlighted = False
+        self.has_body = False  # compose_body's widgets are mounted (the pane had data once)
+        self.short = False  # the terminal is short (DashboardScreen): the body gives up height
+
+    def compose(self) -> ComposeResult:
+        yield self._note
+
+    def compose_body(self) -> ComposeResult:
+        """The widgets that show the pane's data (class ``pane-body``), mounted the first
+        time the pane has something to show."""
+        return iter(())
 
     def on_mount(self) -> None:
         self._set_title()
-        self.mount(self._note, before=0)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._highlight(True)
@@ -144,6 +159,14 @@ class Pane(Vertical):
         if empty and note != self._note_text:
             self._note_text = note
             self._note.update(Text(note))
+        if not empty and not self.has_body and self.is_attached:
+            self.has_body = True
+            self.mount_all(self.compose_body())  # in the DOM at once: the caller draws into it next
+            self.fit_short(self.short)
+            for table in self.query(DataTable):
+                # A table measures its rows when idle, after the layout that placed it: with
+                # an auto height it would keep the height of no rows until laid out again.
+                table.call_after_refresh(table.refresh, layout=True)
         if empty != self.empty:
             self.empty = empty
             self._note.display = empty
@@ -161,12 +184,23 @@ class Pane(Vertical):
             state, self.state = self.state, None
             self.show_state(state, self.now)
 
-    def focus_pane(self) -> None:
+    def fit_short(self, short: bool) -> None:
+        """On a short terminal tables drop their horizontal scrollbar (it would take a data
+        row; Enter shows every column). Inline styles, not a class (see DashboardScreen)."""
+        self.short = short
+        for table in self.query(DataTable):
+            table.styles.scrollbar_size_horizontal = 0 if short else None
+
+    def focus_pane(self) -> bool:
+        """Focus the pane's table (or the pane); False when there is nothing to focus yet."""
         target = self.query(DataTable).first() if self.query(DataTable) else None
         if target is not None:
             target.focus()
         elif self.can_focus:
             self.focus()
+        else:
+            return False
+        return True
 
     # -- the detail view --------------------------------------------------------------------
 

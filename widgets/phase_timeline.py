@@ -248,7 +248,7 @@ class PhaseTimeline(Widget, can_focus=True):
 class PhaseTimelinePane(Pane):
     title = "Phases"
 
-    def compose(self):
+    def compose_body(self):
         yield PhaseTimeline(classes="pane-body")
 
     def empty_note(self, state: EpisodeState) -> str | None:
@@ -258,15 +258,19 @@ class PhaseTimelinePane(Pane):
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         super().show_state(state, now)
-        self.query_one(PhaseTimeline).show_state(state, now)
+        if self.has_body:
+            self.query_one(PhaseTimeline).show_state(state, now)
 
     def tick(self, now: float | None) -> None:
         super().tick(now)
         for timeline in self.query(PhaseTimeline):  # absent while the pane mounts or unmounts
             timeline.tick(now)
 
-    def focus_pane(self) -> None:
+    def focus_pane(self) -> bool:
+        if not self.has_body:
+            return False
         self.query_one(PhaseTimeline).focus()
+        return True
 
     def full_text(self) -> tuple[str, str] | None:
         state = self.state

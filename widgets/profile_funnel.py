@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 LEVEL_ORDER = {"survey": 0, "sol": 1, "deep": 2}
 SEVERITY_STYLES = {"high": "bold red", "medium": "yellow", "low": "dim"}
 KERNEL_WIDTH = 22  # longer kernel names are cut in the table; Enter shows the row whole
+SHORT_DETAIL = 2  # lines of the detail on a short terminal (Enter shows it whole)
 
 
 def kernel_duration_us(kernel: ProfileKernel) -> float | None:
@@ -56,7 +57,7 @@ class ProfileFunnel(Pane):
         self._detail_for: tuple = (None, None, False)  # (profile, current kernel.py hash, drawn)
         self._followed: str | None = None  # the row key the cursor was put on for the dominant kernel
 
-    def compose(self):
+    def compose_body(self):
         table = DataTable(id="funnel-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_column("kernel", width=KERNEL_WIDTH)
         table.add_columns("shape", "µs", "SM%", "mem%", "occ%", "bound", "level")
@@ -67,8 +68,10 @@ class ProfileFunnel(Pane):
         return None if state.profiles else "no profiles yet (s survey, o sol, d deep)"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
+        if not self.has_body:
+            return
         if previous is not None and previous.profiles == state.profiles and previous.git == state.git \
                 and self._shown_filter == self.filter_text:
             return
@@ -100,6 +103,11 @@ class ProfileFunnel(Pane):
         self._follow_dominant(table, state.dominant_kernel)
         self._show_detail()
 
+    def fit_short(self, short: bool) -> None:
+        super().fit_short(short)
+        for detail in self.query("#funnel-detail"):
+            detail.styles.max_height = SHORT_DETAIL if short else None
+
     def _follow_dominant(self, table: DataTable, dominant: str | None) -> None:
         """Put the cursor on the dominant kernel's first row, unless the operator moved it."""
         keys = [row_key.value for row_key in table.rows]
@@ -114,6 +122,8 @@ class ProfileFunnel(Pane):
         self._followed = target
 
     def _selected(self) -> tuple[ProfileResult, ProfileKernel] | tuple[None, None]:
+        if not self.has_body:
+            return None, None
         key = selected_key(self.query_one(DataTable))
         return (None, None) if key is None else self._rows.get(key, (None, None))
 

@@ -19,7 +19,7 @@ class UnreadableList(Pane):
         super().__init__(number=number, id=id)
         self._items: dict[str, Unreadable] = {}  # row key -> record
 
-    def compose(self):
+    def compose_body(self):
         table = DataTable(id="unreadable-table", cursor_type="row", classes="pane-body")
         table.add_columns("file", "offset", "error")
         yield table
@@ -28,12 +28,12 @@ class UnreadableList(Pane):
         return None if state.unreadable else "all records read"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
         subtitle = str(len(state.unreadable)) if state.unreadable else ""
         if self.border_subtitle != subtitle:
             self.border_subtitle = subtitle
-        if previous is not None and previous.unreadable == state.unreadable:
+        if not self.has_body or (previous is not None and previous.unreadable == state.unreadable):
             return
         root = (state.worktree or state.campaign_root or "").rstrip("/") + "/"
         rows = []
@@ -46,6 +46,8 @@ class UnreadableList(Pane):
         sync_table(self.query_one(DataTable), rows, self.filter_text)
 
     def full_text(self) -> tuple[str, str] | None:
+        if not self.has_body:
+            return None
         key = selected_key(self.query_one(DataTable))
         item = None if key is None else self._items.get(key)
         if item is None:

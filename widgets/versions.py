@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class VersionsPane(Pane):
     title = "Versions"
 
-    def compose(self):
+    def compose_body(self):
         table = DataTable(id="versions-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_columns("ver", "latency µs", "score", "gate", "subject", "commit")
         yield table
@@ -28,8 +28,10 @@ class VersionsPane(Pane):
         return None if state.versions else "no memory versions yet"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
-        previous = self.state
+        previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
+        if not self.has_body:
+            return
         if previous is not None and previous.versions == state.versions and previous.incumbent_curve == state.incumbent_curve:
             return
         incumbent = {point[0] for point in state.incumbent_curve[-1:]} if state.incumbent_curve else set()
@@ -56,12 +58,16 @@ class VersionsPane(Pane):
 
     def selected_version(self) -> MemoryVersion | None:
         """The memory version of the row under the cursor (None: no rows)."""
+        if not self.has_body:
+            return None
         key = selected_key(self.query_one(DataTable))
         if key is None or self.state is None:
             return None
         return next((r for r in self.state.versions if f"v{r.version}:{r.timestamp}" == key), None)
 
     def full_text(self) -> tuple[str, str] | None:
+        if not self.has_body:
+            return None
         table = self.query_one(DataTable)
         if table.row_count == 0:
             return None

@@ -7,13 +7,11 @@ from textual import events
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable
 
 from widgets.pane import Pane, PaneRow
 
 SHORT_ROWS = 30
 SHORT_LOW_ROW = 5  # the bottom row's height on a short terminal (app.tcss has the usual one)
-SHORT_DETAIL = 2  # lines of the funnel's detail on a short terminal (Enter shows it whole)
 
 
 class DashboardScreen(Screen):
@@ -25,18 +23,18 @@ class DashboardScreen(Screen):
     # key-to-screen 54-86 ms with this and the pane's inline border, 90-219 ms with Textual's
     # stock repaint and a ``Pane:focus-within`` rule.
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+    # The app gives the first focus (EpiscopeApp._give_first_focus) once a pane has a body;
+    # Textual's rule, the first focusable widget, would pick an empty pane.
+    AUTO_FOCUS = None
 
     def on_resize(self, event: events.Resize) -> None:
         """A short terminal (under SHORT_ROWS lines) gives the tables the height: the bottom
-        row and the funnel's detail shrink, and tables drop their horizontal scrollbar (a data
-        row; Enter shows every column). Inline styles, not a breakpoint class: a class on the
-        screen re-applies the stylesheet to every widget, the largest single cost of the
-        first frame after Textual's own start."""
+        row shrinks, and each pane fits its body (``Pane.fit_short``, also when the body is
+        mounted later). Inline styles, not a breakpoint class: a class on the screen
+        re-applies the stylesheet to every widget, the largest single cost of the first
+        frame after Textual's own start."""
         short = event.size.height < SHORT_ROWS
         for row in self.query("#row-low").results(PaneRow):
             row.set_open_height(SHORT_LOW_ROW if short else None)
-        for detail in self.query("#funnel-detail"):
-            detail.styles.max_height = SHORT_DETAIL if short else None
         for pane in self.query(Pane):
-            for table in pane.query(DataTable):
-                table.styles.scrollbar_size_horizontal = 0 if short else None
+            pane.fit_short(short)
