@@ -59,13 +59,12 @@ def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
 
 
 def _active_worktree(campaign_root: Path) -> Path | None:
+    """The worktree ``active_episode.json`` names, as it was written (it may not exist here)."""
     result = jsonio.read_json_document(
         campaign_root / RUNTIME_DIR / "active_episode.json", lambda obj: obj if isinstance(obj, dict) else None
     )
     worktree = result.value.get("worktree") if result.value else None
-    if isinstance(worktree, str) and Path(worktree).is_dir():
-        return Path(worktree)
-    return None
+    return Path(worktree) if isinstance(worktree, str) and worktree else None
 
 
 def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
@@ -99,6 +98,8 @@ def _campaign_workspace(campaign_root: Path) -> Workspace:
     """A campaign root and the episode worktree to show: the active one, else the newest."""
     worktrees = list_worktrees(campaign_root)
     worktree = _active_worktree(campaign_root)
+    if worktree is not None and not worktree.is_dir():
+        worktree = None
     if worktree is None and worktrees:
         worktree = worktrees[-1]  # eNNNN-<hex> names sort by episode number
     return Workspace(campaign_root, worktree, worktrees)
@@ -107,7 +108,16 @@ def _campaign_workspace(campaign_root: Path) -> Workspace:
 def _unpacked_workspace(campaign_root: Path) -> Workspace:
     """The campaign of an unpacked archive. The unpacker leaves it holding its own
     repository, if any (a ``.git`` directory leading nowhere else), so git need not be asked
-    where that is, and no repository around the user cache is ever taken for it."""
+    where that is, and no repository around the user cache is ever taken for it.
+
+    ``active_episode.json`` names the active worktree where the episode ran; in the copy
+    that is the copy's worktree of the same name, never the recorded path itself (which may
+    exist on this machine: the original worktree, or any directory the archive names)."""
     if not (campaign_root / ".git").is_dir():
         return Workspace(campaign_root, None, ())
-    return _campaign_workspace(campaign_root)
+    worktrees = list_worktrees(campaign_root)
+    recorded = _active_worktree(campaign_root)
+    worktree = next((w for w in worktrees if recorded is not None and w.name == recorded.name), None)
+    if worktree is None and worktrees:
+        worktree = worktrees[-1]
+    return Workspace(campaign_root, worktree, worktrees)

@@ -1,0 +1,57 @@
+"""An archive's workspace comes from the copy the unpacker made, whatever repository happens
+to hold the user cache: git is never asked where the copy's campaign is."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+
+from console.episode import archive as archive_module
+from console.episode.workspace import resolve_workspace
+from spine_helpers import git, make_campaign
+
+
+def add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_campaign_without_git_is_not_taken_for_the_repository_around_the_cache(tmp_path, monkeypatch):
+    home = tmp_path / "home"  # a home directory under git, its cache inside it
+    home.mkdir()
+    subprocess.run(["git", "init", "-q", str(home)], check=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    archive_module._opened.clear()
+    packed = tmp_path / "plain.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        add_file(tar, "camp/.atrex_long_horizon/active_episode.json", b"{}")
+        add_file(tar, "camp/kernel.py", b"print('k')\n")
+
+    workspace = resolve_workspace(packed)
+
+    assert workspace.campaign_root.name == "camp" and workspace.campaign_root.is_relative_to(home / ".cache")
+    assert workspace.worktree is None and workspace.worktrees == ()
+    assert workspace.archive == packed.resolve()
+
+
+def test_the_active_worktree_of_a_copy_is_the_copys_own(tmp_path, monkeypatch):
+    """``active_episode.json`` names the original worktree, which still exists on this disk:
+    the copy shows its own worktree of that name (not the newest, not the original)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive_module._opened.clear()
+    campaign, worktree, _ = make_campaign(tmp_path / "origin")  # active: e0001-abcdef12
+    git(campaign, "worktree", "add", "-q", "-b", "atrex/long-e0002-00000000", str(worktree.parent / "e0002-00000000"))
+    packed = tmp_path / "campaign.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(campaign, arcname=campaign.name)
+        tar.add(worktree.parent, arcname=f".atrex_long_horizon_worktrees/{campaign.name}")
+
+    workspace = resolve_workspace(packed)
+
+    copies = tmp_path / "cache" / "episcope" / "archives"
+    assert [w.name for w in workspace.worktrees] == ["e0001-abcdef12", "e0002-00000000"]
+    assert all(w.is_relative_to(copies) for w in workspace.worktrees)
+    assert workspace.worktree == workspace.worktrees[0]
+    assert resolve_workspace(campaign).worktree == worktree  # the live campaign: the recorded path
