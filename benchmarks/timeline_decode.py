@@ -130,7 +130,23 @@ def command_runs(aka_path: str | None, repeats: int) -> dict:
                       "repeats": repeats} for name, s in samples.items()}
     result = side_by_side(medians["episcope"], medians.get("aka"))
     result["goal"] = "episcope no slower than AKA"
+    # what any command on numpy pays before its first line of work, for scale
+    result["reference"] = {name: interpreter_cpu(code, repeats)
+                           for name, code in (("interpreter_start", "pass"), ("numpy_import", "import numpy"))}
     return result
+
+
+def interpreter_cpu(code: str, repeats: int) -> dict:
+    """Median wall and CPU seconds of ``python -c code`` in a fresh process."""
+    wall, cpu = [], []
+    for _ in range(repeats):
+        before = os.times()
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        wall.append(time.perf_counter() - start)
+        after = os.times()
+        cpu.append(after.children_user + after.children_system - before.children_user - before.children_system)
+    return {"wall_seconds": statistics.median(wall), "cpu_seconds": statistics.median(cpu), "repeats": repeats}
 
 
 def aka_decode(aka, raw: bytes, manifest_obj: dict, dictionary_obj: dict):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from console.formats.timeline import read_timeline_receipt
 from console.timeline.files import sha256_file
 from console.timeline.measure import MeasureConfig, measure
 from console.timeline.receipt import ReceiptError, write_capture
@@ -63,6 +64,10 @@ def test_decision_grade_capture_validates(workspace):
     assert receipt["trace_integrity"] == "passed"
     assert receipt["episcope"]["trace_integrity"]["committed_records"] == 774
     assert validate_receipt(str(workspace / "final" / "receipt.json")) == []
+    read = read_timeline_receipt(workspace / "final" / "receipt.json").value  # what the console shows
+    assert (read.correctness, read.trace_integrity, read.committed_records) == ("passed", "passed", 774)
+    assert read.verdict == "within_target" and read.measurement == "../measurement.json"
+    assert read.overhead_percent == receipt["measurement"]["overhead_percent"]
     intervals = receipt["episcope"]["summary"]["intervals"]
     # END of each compute to the next BEGIN of carry: 6 iterations x 18 owners (tests/test_timeline_intervals.py)
     assert intervals[0]["count"] == 18 * 6 and intervals[0]["semantics"] == "end_to_begin"

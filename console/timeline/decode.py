@@ -9,6 +9,7 @@ offending records so a person can find them in the raw file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -76,6 +77,20 @@ class Capture:
     @property
     def event_count(self) -> int:
         return int(self.events["timestamp_ns"].size)
+
+
+@lru_cache(maxsize=16)
+def kind_tables(sites: tuple[tuple[int, str], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(declared kind code per site id, -1 where undeclared; allowed flag per 18-bit (kind, site)
+    key) of a dictionary's sites. Built once per dictionary: zeroing the 256 Ki-entry table
+    costs more than decoding a small capture. Read-only, as they are shared."""
+    table = np.full(abi.SITE_MASK + 1, -1, dtype=np.int8)
+    valid = np.zeros(4 << 16, dtype=bool)
+    for site_id, kind in sites:
+        table[site_id] = SITE_KIND_CODES[kind]
+        valid[np.arange(4) * (1 << 16) + site_id] = ALLOWED[SITE_KIND_CODES[kind]]
+    table.flags.writeable = valid.flags.writeable = False
+    return table, valid
 
 
 def _offsets(slots: np.ndarray, base: int, stride: int) -> tuple[int, ...]:
@@ -206,11 +221,7 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     kind = high & 3
     sm = (high >> 2) & abi.SM_MASK
     # detect with one lookup of the 18-bit (kind, site) key; locate only when something is wrong
-    valid = np.zeros(4 << 16, dtype=bool)
-    table = np.full(abi.SITE_MASK + 1, -1, dtype=np.int8)
-    for s in dictionary.sites:
-        table[s.site_id] = SITE_KIND_CODES[s.kind]
-        valid[np.arange(4) * (1 << 16) + s.site_id] = ALLOWED[SITE_KIND_CODES[s.kind]]
+    table, valid = kind_tables(tuple((s.site_id, s.kind) for s in dictionary.sites))
     if not valid[tag & 0x3FFFF].all():
         declared = table[site]
         unknown = declared < 0
