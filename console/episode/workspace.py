@@ -5,7 +5,9 @@ git common directory (what ``git rev-parse --git-common-dir`` prints) leads back
 campaign's ``.git``; from a campaign, episode worktrees live under
 ``<parent>/.atrex_long_horizon_worktrees/<campaign>/``.
 
-The repository is found with GitPython, through ``git_repo`` like every other git use.
+The repository is found with GitPython, through ``git_repo`` like every other git use. A
+packed episode (``.tar.gz``) is opened as the copy ``archive`` made of it, whose layout is
+known: git is not asked where that campaign is, and the worktree shown is one of the copy's.
 """
 
 from __future__ import annotations
