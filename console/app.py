@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -63,6 +64,10 @@ from widgets.profile_funnel import ProfileFunnel
 from widgets.replay_bar import ReplayBar
 from widgets.unreadable_list import UnreadableList
 from widgets.versions import VersionsPane
+
+if TYPE_CHECKING:
+    from console.episode.session import Session
+    from console.episode.workspace import Workspace
 
 DRAW_SECONDS = 0.2  # at most five redraws a second, however fast events arrive
 BACKLOG_MESSAGES = 20  # the follower reads no further while the app has this many messages to handle
@@ -135,11 +140,17 @@ class EpiscopeApp(App):
         Binding("end", "seek_end(1)", "end", show=False, tooltip="start / end of the episode", id="replay.end"),
     ]
 
-    def __init__(self, *, session=None, replay=None, state: EpisodeState | None = None, readonly: bool = False,
+    def __init__(self, *, session=None, workspace: Workspace | None = None,
+                 open_session: Callable[[], Session] | None = None, replay=None,
+                 state: EpisodeState | None = None, readonly: bool = False,
                  readonly_reason: str = "read-only", launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
                  clock=time.time) -> None:
+        """Live on an open ``session``, or on ``workspace``, whose session ``open_session()``
+        opens after the first frame (in the scan's thread); in replay on ``replay``; or
+        showing a fixed ``state``."""
         super().__init__()
         self.session = session
+        self.open_session = open_session
         self.replay = replay
         self.mode = "replay" if replay is not None else "live"
         self.readonly = readonly
@@ -151,9 +162,10 @@ class EpiscopeApp(App):
         self.clock = clock
         if state is None and replay is not None:
             state = replay.state()
-        if state is None and session is not None:
-            # Before the first scan lands, say at least which workspace this is.
+        if session is not None:
             workspace = session.workspace
+        if state is None and workspace is not None:
+            # Before the first scan lands, say at least which workspace this is.
             state = EpisodeState(campaign_root=str(workspace.campaign_root), campaign=workspace.name,
                                  worktree=str(workspace.worktree) if workspace.worktree else None, scanning=True)
         self.episode_state: EpisodeState = state or EpisodeState()
@@ -213,7 +225,7 @@ class EpiscopeApp(App):
 
     def _after_first_paint(self) -> None:
         # The scan first: its thread reads files and runs git while the keymap's imports run here.
-        if self.session is not None:
+        if self.watches_workspace():
             self.follow_session()
         if self.samples_gpu():
             self.sample_gpu_reading()
@@ -238,9 +250,8 @@ class EpiscopeApp(App):
         the workspace on the app's loop. While the app is behind on its messages the
         follower reads no further: the files keep the events, and the next batch brings
         them all."""
-        session = self.session
         try:
-            await asyncio.to_thread(session.scan)
+            session = await asyncio.to_thread(self._scan)
             self.scanned = True
             # The scan's data goes on screen before following starts: loading the file
             # watcher (watchfiles and its async backend) costs about as much as that frame.
@@ -256,6 +267,14 @@ class EpiscopeApp(App):
         except Exception as exc:  # the console stays up, and says it no longer follows
             self.notify(f"stopped following the workspace: {exc}", severity="error", timeout=30, markup=False)
 
+    def _scan(self) -> Session:
+        """The session's cold scan, opening the session first when the console was given
+        only its workspace (runs in a thread)."""
+        if self.session is None:
+            self.session = self.open_session()
+        self.session.scan()
+        return self.session
+
     def on_episcope_app_episode_changed(self, message: EpisodeChanged) -> None:
         # The snapshot is taken when the draw comes, at most once per draw interval.
         self._session_changed = True
@@ -265,7 +284,11 @@ class EpiscopeApp(App):
 
     def samples_gpu(self) -> bool:
         """Live with a workspace and sampling on: readings become events of the session."""
-        return self.sample_gpu and self.mode == "live" and self.session is not None
+        return self.sample_gpu and self.mode == "live" and self.watches_workspace()
+
+    def watches_workspace(self) -> bool:
+        """Live on a workspace: a session is open, or opens after the first frame."""
+        return self.session is not None or self.open_session is not None
 
     class GpuSampled(Message):
         def __init__(self, reading: GpuReading, preflight: Preflight) -> None:
@@ -348,7 +371,7 @@ class EpiscopeApp(App):
     def _toast_failures(self, state: EpisodeState) -> None:
         """A job that ends badly while the console watches says why, in one toast. Jobs
         that had already ended when the console opened are the episode's past: no toast."""
-        if self.mode != "live" or (self.session is not None and not self.scanned):
+        if self.mode != "live" or (self.watches_workspace() and not self.scanned):
             return
         if self._jobs_seen is not None:
             for job in newly_failed(self._jobs_seen, state):

@@ -4,6 +4,8 @@ one colour per phase, ticking job times, a scanning first paint, and ``t`` in si
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from msgspec.structs import replace
 from textual.widgets import DataTable, Static, TextArea
@@ -14,6 +16,7 @@ from console.episode.kernels import dominant_kernel, job_elapsed, profile_shape
 from console.episode.session import Session
 from console.episode.state import Alert, EpisodeState
 from console.episode.summary import status_document
+from console.episode.workspace import resolve_workspace
 from console.formats.job_record import job_record_from_obj
 from console.screens.detail import DetailScreen
 from console_fixture import build_episode
@@ -151,6 +154,30 @@ async def test_the_first_paint_says_scanning(tmp_path):
         assert "scanning" in shown(app.query_one(EpisodeHeader))
         for pane in app.query(Pane):
             assert pane.empty and SCANNING in shown(pane.query_one(".pane-note", Static))
+
+
+async def test_given_a_workspace_the_console_opens_its_session_after_the_first_frame(tmp_path):
+    """What ``episcope watch`` does: the first frame says scanning, then the session is opened
+    (loading the ingest and the reducer) in the scan's thread, once."""
+    campaign, _ = build_episode(tmp_path)
+    workspace = resolve_workspace(campaign)
+    opened: list[bool] = []
+
+    def open_session() -> Session:
+        opened.append(threading.current_thread() is not threading.main_thread())
+        return Session(campaign, workspace=workspace)
+
+    app = EpiscopeApp(workspace=workspace, open_session=open_session, sample_gpu=False)
+    assert app.episode_state.scanning and app.episode_state.campaign == workspace.name and opened == []
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(200):
+            if app.scanned and not app.episode_state.scanning:
+                break
+            await pilot.pause(0.05)
+        assert opened == [True]
+        assert app.session is not None and app.episode_state.event_count > 0
+        assert "scanning" not in shown(app.query_one(EpisodeHeader))
+        assert app.focused is not None  # the first focus went to a pane once one had a body
 
 
 async def test_t_is_in_the_key_bar_and_the_palette_at_80_columns(example):

@@ -32,7 +32,6 @@ def run(args) -> int:
     from console.actions import JobLauncher
     from console.app import EpiscopeApp
     from console.episode.replay import Recorder, new_recording_path, prune_recordings
-    from console.episode.session import Session
 
     recorder = None
     if not args.no_record:
@@ -43,11 +42,19 @@ def run(args) -> int:
         except OSError as exc:
             raise CommandError(f"cannot create a recording: {exc} (use --no-record)") from None
         prune_recordings(workspace.name)
-    session = Session(args.path, workspace=workspace, on_event=recorder.record if recorder else None)
+
+    def open_session():
+        # The console calls this after its first frame: the session loads the ingest and
+        # the reducer, which that frame (the layout, "scanning…") does not need.
+        from console.episode.session import Session
+
+        return Session(args.path, workspace=workspace, on_event=recorder.record if recorder else None)
+
     # An archive's unpacked copy is shared by every later look at it: nothing may change it.
     readonly = args.readonly or workspace.archive is not None
     launcher = None if readonly else JobLauncher(workspace.episode_root)
-    app = EpiscopeApp(session=session, readonly=readonly, launcher=launcher, recorder=recorder,
+    app = EpiscopeApp(workspace=workspace, open_session=open_session, readonly=readonly, launcher=launcher,
+                      recorder=recorder,
                       readonly_reason="archive: read-only" if workspace.archive is not None else "read-only")
     app.run()
     return app.return_code or 0

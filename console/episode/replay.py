@@ -10,6 +10,10 @@ workspace.
 ``Replay`` holds the events in time order and a position: the number of events applied.
 Moving forward feeds the reducer; moving back folds again from the start, which is
 linear in the events and fast enough for an operator's keystroke.
+
+The live console only records (``Recorder``) and loads this module before its first frame;
+the reducer and the artifact registry, which replaying needs, are imported where replaying
+starts.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import orjson
@@ -31,11 +36,12 @@ from console.paths import state_dir
 
 from . import events as ev
 from .events import Event
-from .reducer import Reducer
-from .registry import BY_KIND
 from .state import EpisodeState
 from .summary import event_to_json
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .reducer import Reducer
 
 RECORDING_SCHEMA = "episcope-recording/v1"
 KEEP_RECORDINGS = 20  # per campaign; older ones are deleted when a new console session starts
@@ -153,6 +159,8 @@ _line_decoder = msgspec.json.Decoder(_RecordedEvent)
 
 def _decode_data(kind: str, data: bytes, path: str) -> object:
     """A recorded event's data as the type a live read gives (raises on data that is not)."""
+    from .registry import BY_KIND
+
     if kind == ev.UNREADABLE:
         problem = msgspec.json.decode(data, type=_RecordedProblem)
         return Unreadable(problem.path, problem.offset, problem.error)
@@ -300,6 +308,8 @@ class Replay:
         self.marks = self._find_marks()
 
     def _new_reducer(self) -> Reducer:
+        from .reducer import Reducer
+
         reducer = Reducer()
         reducer.set_workspace(*self._meta)
         return reducer
