@@ -224,12 +224,9 @@ class EpiscopeApp(App):
         self.call_after_refresh(self._after_first_paint)
 
     def _after_first_paint(self) -> None:
-        # The scan first: its thread reads files and runs git while the keymap's imports run here.
+        # The scan first: its thread reads files and runs git while the keymap is read here.
         if self.watches_workspace():
             self.follow_session()
-        if self.samples_gpu():
-            self.sample_gpu_reading()
-            self.set_interval(GPU_SAMPLE_SECONDS, self.sample_gpu_reading)
         keymap, warning = load_keymap(config_file(), self.binding_ids())
         self.set_keymap(keymap)
         if warning:
@@ -253,13 +250,17 @@ class EpiscopeApp(App):
         try:
             session = await asyncio.to_thread(self._scan)
             self.scanned = True
-            # The scan's data goes on screen before following starts: loading the file
-            # watcher (watchfiles and its async backend) costs about as much as that frame.
+            # The scan's data goes on screen before following and GPU sampling start: the
+            # file watcher (watchfiles and its async backend) costs about as much to load as
+            # that frame, and pynvml up to 200 ms. Readings are folded only after the scan.
             self._session_changed = True
             self.draw_pending()
             drawn = asyncio.Event()
             self.call_after_refresh(drawn.set)
             await drawn.wait()
+            if self.samples_gpu():
+                self.sample_gpu_reading()
+                self.set_interval(GPU_SAMPLE_SECONDS, self.sample_gpu_reading)
             async for _ in session.follow_events(self._stop):
                 self.post_message(self.EpisodeChanged())
                 while self.message_queue_size > BACKLOG_MESSAGES and not self._stop.is_set():

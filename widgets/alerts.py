@@ -6,7 +6,7 @@ from textual.widgets import DataTable
 
 from console.episode.state import Alert, EpisodeState
 
-from .common import plain, selected_key, sync_table
+from .common import add_columns, plain, selected_key, sync_table
 from .pane import Pane
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -21,7 +21,7 @@ class AlertsPane(Pane):
 
     def compose_body(self):
         table = DataTable(id="alerts-table", cursor_type="row", classes="pane-body")
-        table.add_columns("sev", "message", "code")
+        add_columns(table, "sev", "message", "code")
         yield table
 
     def empty_note(self, state: EpisodeState) -> str | None:

@@ -5,7 +5,8 @@ Every string a pane shows may come from an agent-written file. A DataTable parse
 cell as markup (``[@click=...]`` would become a live action), and a control character
 reaching the terminal could retitle the window or clear the screen; so cells and bodies are
 ``rich.text.Text`` built through ``plain``, and ``sync_table`` turns any ``str`` cell into
-such a ``Text``.
+such a ``Text``. Column labels are ``Text`` too (``add_columns``): they are ours, but parsing
+them as markup loads rich's emoji table before the first data can be drawn.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ NA = "N/A"
 def plain(value: object, style: str = "") -> Text:
     """``value`` as text that is never markup, control characters made visible; N/A when unknown."""
     return Text(NA if value is None else visible(str(value)), style=style)
+
+
+def add_columns(table: DataTable, *labels: str) -> None:
+    """Columns with plain-text labels (a ``str`` label is read as markup)."""
+    table.add_columns(*(Text(label) for label in labels))
 
 
 def fmt(value: object, spec: str = "", suffix: str = "") -> str:

@@ -17,7 +17,7 @@ from console.episode.state import EpisodeState, JobLogTail
 from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
-from .common import NA, fmt, plain, seconds, selected_key, sync_table
+from .common import NA, add_columns, fmt, plain, seconds, selected_key, sync_table
 from .pane import Pane
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class JobsPane(Pane):
 
     def compose_body(self):
         table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
-        table.add_columns("job", "state", "category", "slot", "time", "exit")
+        add_columns(table, "job", "state", "category", "slot", "time", "exit")
         yield table
         yield Log(id="job-log", max_lines=2000, auto_scroll=True, classes="pane-body")
 

@@ -20,7 +20,7 @@ from console.episode.kernels import profile_shape
 from console.episode.state import EpisodeState
 from console.episode.text import visible
 
-from .common import NA, fmt, plain, selected_key, short_sha, sync_table
+from .common import NA, add_columns, fmt, plain, selected_key, short_sha, sync_table
 from .pane import Pane
 
 if TYPE_CHECKING:
@@ -59,8 +59,8 @@ class ProfileFunnel(Pane):
 
     def compose_body(self):
         table = DataTable(id="funnel-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
-        table.add_column("kernel", width=KERNEL_WIDTH)
-        table.add_columns("shape", "µs", "SM%", "mem%", "occ%", "bound", "level")
+        table.add_column(Text("kernel"), width=KERNEL_WIDTH)
+        add_columns(table, "shape", "µs", "SM%", "mem%", "occ%", "bound", "level")
         yield table
         yield Static(id="funnel-detail", classes="pane-body")
 

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 from console.episode.state import EpisodeState
 from console.formats.problems import Unreadable
 
-from .common import fmt, selected_key, sync_table
+from .common import add_columns, fmt, selected_key, sync_table
 from .pane import Pane
 
 
@@ -21,7 +21,7 @@ class UnreadableList(Pane):
 
     def compose_body(self):
         table = DataTable(id="unreadable-table", cursor_type="row", classes="pane-body")
-        table.add_columns("file", "offset", "error")
+        add_columns(table, "file", "offset", "error")
         yield table
 
     def empty_note(self, state: EpisodeState) -> str | None:

@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 
 from console.episode.state import EpisodeState
 
-from .common import NA, fmt, plain, selected_key, short_sha, sync_table
+from .common import NA, add_columns, fmt, plain, selected_key, short_sha, sync_table
 from .pane import Pane
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class VersionsPane(Pane):
 
     def compose_body(self):
         table = DataTable(id="versions-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
-        table.add_columns("ver", "latency µs", "score", "gate", "subject", "commit")
+        add_columns(table, "ver", "latency µs", "score", "gate", "subject", "commit")
         yield table
 
     def empty_note(self, state: EpisodeState) -> str | None:
