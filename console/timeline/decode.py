@@ -294,15 +294,15 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
         key = key[order]
     begin = kind[ridx] == abi.KIND_BEGIN
     delta = np.where(begin, 1, -1).astype(np.int64)
-    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if key.size else np.zeros(0, np.int64)
+    first_of_group = np.concatenate(([True], key[1:] != key[:-1])) if key.size else np.zeros(0, bool)
+    starts = np.flatnonzero(first_of_group)
     csum = np.cumsum(delta)
-    group = np.cumsum(np.concatenate(([True], key[1:] != key[:-1]))) - 1 if key.size else np.zeros(0, np.int64)
+    group = np.cumsum(first_of_group) - 1
     depth = csum - (csum - delta)[starts][group] if key.size else csum
     # depth after each event inside its (owner, site) group
     none = np.zeros(0, np.int64)
-    empty = _ranges(owner, site, ts, payload, none, none, none)
     if key.size == 0:
-        return empty
+        return _ranges(owner, site, ts, payload, none, none, none)
     low = np.minimum.reduceat(np.minimum(depth, 0), starts)
     final = depth[np.append(starts[1:] - 1, key.size - 1)]
     orphan_ends = -low
@@ -323,7 +323,7 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
                                 int(open_begins.sum()),
                                 _offsets(at(ridx[last_of]), abi.HEADER_BYTES, abi.RECORD_BYTES)))
     if bad:
-        return empty
+        return _ranges(owner, site, ts, payload, none, none, none)
     level = np.where(begin, depth, depth + 1)
     if level.max(initial=0) <= 1:
         b = np.flatnonzero(begin)
