@@ -32,6 +32,7 @@ from types import MappingProxyType
 
 import msgspec
 
+from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
 from console.formats.telemetry_builders import PHASES
 
 INVALID_MARKER = "invalid_phase_marker"
@@ -72,47 +73,57 @@ class PhaseTimer:
     __slots__ = ("_active", "_broken", "_counts", "_invalid", "_reasons", "_started", "_walls")
 
     def __init__(self) -> None:
-        self._walls: dict[str, float] = {}
-        self._counts: dict[str, int] = {}
+        self._walls = dict.fromkeys(PHASES, 0.0)
+        self._counts = dict.fromkeys(PHASES, 0)
         self._invalid: set[str] = set()
         self._reasons: set[str] = set()
         self._active: str | None = None
         self._started = 0.0
         self._broken: list[str] = []  # phases opened or ended out of order, innermost last
 
-    def marker(self, event: str, phase: str | None, monotonic: float | None) -> None:
-        """One ``phase_started`` / ``phase_completed`` record."""
-        if phase not in _KNOWN or monotonic is None:
-            self._reasons.add(INVALID_MARKER)
-            return
-        starting = event == "phase_started"
-        if self._broken:
-            self._invalid.add(phase)
-            self._unwind(phase, starting)
-        elif starting:
-            if self._active is None:
-                self._active, self._started = phase, monotonic
+    def read(self, records: Iterable[FoldedTelemetry | TelemetryRecord]) -> None:
+        """Read the ``phase_started`` / ``phase_completed`` records among ``records``.
+
+        This loop runs once per telemetry line of a cold ingest: the open phase is kept in
+        local variables while it runs.
+        """
+        walls, counts, invalid, reasons, broken = self._walls, self._counts, self._invalid, self._reasons, self._broken
+        active, started = self._active, self._started
+        for record in records:
+            event = record.event
+            if event != "phase_started" and event != "phase_completed":
+                continue
+            phase, monotonic = record.phase, record.monotonic_seconds
+            if phase not in _KNOWN or phase is None or monotonic is None:
+                reasons.add(INVALID_MARKER)
+            elif broken:
+                invalid.add(phase)
+                self._unwind(phase, event == "phase_started")
+            elif event == "phase_started":
+                if active is None:
+                    active, started = phase, monotonic
+                else:
+                    invalid.update((active, phase))
+                    reasons.add(OVERLAPPING)
+                    broken += (active, phase)
+                    active = None
+            elif active is None:
+                invalid.add(phase)
+                reasons.add(ORPHAN_END)
+            elif active != phase:
+                invalid.update((active, phase))
+                reasons.add(MISMATCHED_END)
+                broken.append(active)
+                active = None
+            elif monotonic < started:
+                invalid.add(phase)
+                reasons.add(NEGATIVE_DURATION)
+                active = None
             else:
-                self._invalid.update((self._active, phase))
-                self._reasons.add(OVERLAPPING)
-                self._broken = [self._active, phase]
-                self._active = None
-        elif self._active is None:
-            self._invalid.add(phase)
-            self._reasons.add(ORPHAN_END)
-        elif self._active != phase:
-            self._invalid.update((self._active, phase))
-            self._reasons.add(MISMATCHED_END)
-            self._broken = [self._active]
-            self._active = None
-        elif monotonic < self._started:
-            self._invalid.add(phase)
-            self._reasons.add(NEGATIVE_DURATION)
-            self._active = None
-        else:
-            self._walls[phase] = self._walls.get(phase, 0.0) + monotonic - self._started
-            self._counts[phase] = self._counts.get(phase, 0) + 1
-            self._active = None
+                walls[phase] += monotonic - started
+                counts[phase] += 1
+                active = None
+        self._active, self._started = active, started
 
     def _unwind(self, phase: str, starting: bool) -> None:
         broken = self._broken

@@ -139,31 +139,30 @@ class _TelemetryFold:
             reason = span.reason or "partial"
             self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
-    def add(self, records: Iterable[FoldedTelemetry | TelemetryRecord]) -> float | None:
+    def add(self, records: Sequence[FoldedTelemetry | TelemetryRecord]) -> float | None:
         """Fold records in file order; return the latest wall-clock time they state.
 
         This loop runs once per telemetry line of a cold ingest. Consecutive records of
         one attempt (the usual case) form a run: the run looks its attempt's clock up once
         and keeps its bounds and open phase in local variables, written back when the run
-        ends.
+        ends. AKA's reading of the phase markers is a pass of its own (``PhaseTimer``).
         """
-        count = self.count
+        self.timer.read(records)
         clock: _Clock | None = None
-        iteration_id = attempt_id = ""
-        first: float | None = None  # the run's attempt: clock bounds and open phase
+        iteration_id = attempt_id = ""  # the run's attempt (interned), its clock bounds and open phase
+        first: float | None = None
         last: float | None = None
         current: _OpenPhase | None = None
         latest: float | None = None
-        for record in records:
-            count += 1
+        for number, record in enumerate(records, self.count + 1):
             at = record_epoch(record.timestamp)
             if at is not None and (latest is None or at > latest):
                 latest = at
-            if clock is None or record.iteration_id != clock.iteration_id or record.attempt_id != clock.attempt_id:
+            if clock is None or record.iteration_id != iteration_id or record.attempt_id != attempt_id:
                 if clock is not None:
                     self._end_run(clock, first, last, current)
                 clock = self._clock(record.iteration_id, record.attempt_id)
-                iteration_id, attempt_id = clock.iteration_id, clock.attempt_id  # interned
+                iteration_id, attempt_id = clock.iteration_id, clock.attempt_id
                 first, last = clock.first, clock.last
                 current = self.open.get((iteration_id, attempt_id))
             mono = record.monotonic_seconds
@@ -175,8 +174,6 @@ class _TelemetryFold:
                 elif mono < first:
                     first = mono
             event = record.event
-            if event[0] == "p":  # phase_started / phase_completed
-                self.timer.marker(event, record.phase, mono)
             if event == "phase_completed":
                 if current is None:
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
@@ -203,14 +200,14 @@ class _TelemetryFold:
                                              source_kind=self._intern(record.source_kind),
                                              reference=record.reference, at=at, monotonic=mono))
             elif event == "sandbox_operation_started":
-                op_id = record.operation_id or f"unnamed-{count}"
+                op_id = record.operation_id or f"unnamed-{number}"
                 self.ops_running[op_id] = SandboxOperation(
                     operation_id=op_id, category=self._intern(record.category), iteration_id=iteration_id,
                     attempt_id=attempt_id, started_at=at, started_monotonic=mono, duration_seconds=None,
                     status="running",
                 )
             else:  # sandbox_operation_completed: the record type admits no other event
-                op_id = record.operation_id or f"unnamed-{count}"
+                op_id = record.operation_id or f"unnamed-{number}"
                 started = self.ops_running.pop(op_id, None)
                 category = record.category or (started.category if started else None)
                 status = "succeeded" if record.status == "succeeded" else "failed"
@@ -231,7 +228,7 @@ class _TelemetryFold:
                 ))
         if clock is not None:
             self._end_run(clock, first, last, current)
-        self.count = count
+        self.count += len(records)
         return latest
 
     def _end_run(self, clock: _Clock, first: float | None, last: float | None, current: _OpenPhase | None) -> None:
