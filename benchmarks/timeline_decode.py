@@ -25,6 +25,7 @@ the AKA columns are null and ``aka_skipped`` says why. Prints JSON.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -206,7 +207,8 @@ def main() -> int:
     ours_big = decode_big["episcope"]
     result = {
         "benchmark": "timeline_decode",
-        "aka": args.aka,
+        # which AKA tool was timed, by content (its path is the caller's machine's)
+        "aka_sha256": hashlib.sha256(Path(args.aka).read_bytes()).hexdigest() if aka else None,
         "aka_skipped": skipped,
         "command": command_runs(args.aka if aka else None, args.command_repeats),
         "decode": {
