@@ -15,7 +15,7 @@ import pytest
 from console.formats.timeline import read_timeline_measurement, read_timeline_receipt
 from console.timeline.files import sha256_file
 from console.timeline.measure import verify_measured_files, verify_measurement
-from console.timeline.receipt import write_capture
+from console.timeline.receipt import ReceiptError, write_capture
 from console.timeline.validate import validate_receipt
 from timeline_support import FIXTURES
 
@@ -132,3 +132,21 @@ def test_each_tool_reads_the_others_measurement(workspace):
     read = read_timeline_measurement(workspace / "aka_measurement.json").value
     assert read.schedule == tuple(aka["schedule"]) and len(read.runs) == 8
     assert read.workload_identity == "shape=1024" and read.device_uuid == "GPU-1"
+
+
+@pytest.mark.parametrize("change,reason", [
+    (lambda o: o.pop("variants"), "measurement names no baseline variant"),
+    (lambda o: o["variants"]["baseline"].update(source="gone.cu"), "measurement baseline source is missing"),
+    (lambda o: o.update(device_identity={}), "measurement names no device_identity"),
+    (lambda o: o.update(synchronized=False), "not device synchronized"),
+])
+def test_a_measurement_aka_would_refuse_is_refused(workspace, change, reason):
+    """AKA's measurement checks beyond the runs: episcope's decode refuses the same files."""
+    _edit(workspace / "aka_measurement.json", change)
+    with pytest.raises(ReceiptError, match=reason):
+        write_capture(raw=str(workspace / "capture_ok.bin"), manifest=str(workspace / "capture_ok.manifest.json"),
+                      dictionary=str(workspace / "fixture.events.json"),
+                      clean_source=str(workspace / "fixture_kernel.cu"), instrumented_source=str(workspace / "kernel.py"),
+                      binary=None, workload_identity="shape=1024", measurement=str(workspace / "aka_measurement.json"),
+                      output_dir=str(workspace / "refused"))
+    assert not (workspace / "refused").exists()

@@ -149,6 +149,8 @@ def check_measurement(obj, path: str | os.PathLike, clean_sha256: str, kernel_sh
     if reasons:
         return reasons
     reasons = verify_measured_files(obj, path)
+    if reasons:
+        return reasons
     if obj.get("workload_identity") != workload_identity:
         reasons.append("measurement workload identity does not match the capture's")
     if obj["variants"]["baseline"].get("source_sha256") != clean_sha256:
