@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from .problems import FormatError, ReadResult, Unreadable, one_line
+from .problems import FormatError, ReadResult, Unreadable, one_line, parse_each
 
 T = TypeVar("T")
 
@@ -162,17 +162,7 @@ class Fields:
         """Parse each element of an array; a bad element is reported through ``note``
         and skipped (keep every good record), or raised when ``note`` is ``None``."""
         items = self.array(key)
-        if items is None:
-            return None
-        out: list[T] = []
-        for index, item in enumerate(items):
-            try:
-                out.append(parse(item, f"{self.name(key)}[{index}]"))
-            except FormatError as exc:
-                if note is None:
-                    raise
-                note(str(exc))
-        return tuple(out)
+        return None if items is None else parse_each(items, parse, self.name(key), note)
 
 
 def loads_lenient(data: bytes | str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from .problems import FormatError, ReadResult
+from .problems import ReadResult, parse_each
 from .records import Record, Rendered, Version, blank_to_none, convert, read_document
 
 STATES = ("in_progress", "candidate_ready", "staged_ready", "pivot", "blocked")
@@ -75,17 +75,7 @@ class Journal(Record, frozen=True):
 
 def experiments_of(items: Any, where: str, note: Callable[[str], None] | None) -> tuple[Experiment, ...] | None:
     """Each experiment of an array; a bad one is noted and skipped, or raised without ``note``."""
-    if items is None:
-        return None
-    out = []
-    for index, item in enumerate(convert(items, list[Any], where)):
-        try:
-            out.append(parse_experiment(item, f"{where}[{index}]"))
-        except FormatError as exc:
-            if note is None:
-                raise
-            note(str(exc))
-    return tuple(out)
+    return None if items is None else parse_each(convert(items, list[Any], where), parse_experiment, where, note)
 
 
 def parse_journal(obj: Any, note: Callable[[str], None] | None = None) -> Journal:

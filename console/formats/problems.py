@@ -6,6 +6,7 @@ imports this.
 
 # Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
 # each string annotation into a ForwardRef, doubling the cost of defining these records.
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
@@ -49,3 +50,19 @@ def one_line(error: BaseException | str, limit: int = 300) -> str:
     text = str(error) if not isinstance(error, str) else error
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_each(
+    items: Iterable[Any], parse: Callable[[Any, str], T], where: str, note: Callable[[str], None] | None
+) -> tuple[T, ...]:
+    """``parse(item, "where[i]")`` of each element of an array. A bad element is passed to
+    ``note`` and skipped, so every good one is kept; without ``note`` it raises."""
+    out: list[T] = []
+    for index, item in enumerate(items):
+        try:
+            out.append(parse(item, f"{where}[{index}]"))
+        except FormatError as exc:
+            if note is None:
+                raise
+            note(str(exc))
+    return tuple(out)

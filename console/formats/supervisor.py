@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from .abba import AbbaVerdict, parse_verdict
-from .problems import FormatError, ReadResult
+from .problems import ReadResult, parse_each
 from .records import Record, Rendered, Version, blank_to_none, convert, read_document
 
 # The four modes of both generations. An unknown mode is kept as written rather than
@@ -143,15 +143,8 @@ def parse_state(obj: Any, note: Callable[[str], None] | None = None) -> Supervis
     items = obj.get("attempts")
     if items is None:
         return state
-    attempts = []
-    for index, item in enumerate(convert(items, list[Any], "attempts")):
-        try:
-            attempts.append(parse_attempt(item, f"attempts[{index}]"))
-        except FormatError as exc:
-            if note is None:
-                raise
-            note(str(exc))
-    return msgspec.structs.replace(state, attempts=tuple(attempts))
+    attempts = parse_each(convert(items, list[Any], "attempts"), parse_attempt, "attempts", note)
+    return msgspec.structs.replace(state, attempts=attempts)
 
 
 def read_state(path: str | os.PathLike[str]) -> ReadResult[SupervisorState]:
