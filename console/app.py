@@ -6,6 +6,11 @@ batch of new events; queued ones collapse into one, and a draw takes the newest 
 most five times a second, so a flood of events costs a few snapshots and redraws a second
 and each pane touches only the cells that changed. In replay, the same panes draw the
 states of a ``Replay`` on a virtual clock.
+
+The first frame is the layout saying "scanning…" (benchmarks/console_first_paint.py): what
+it does not need is imported where it is first used, after it (the session's ingest and
+reducer, the GPU sampler and preflight, the keymap reader, the filter line, the diff, every
+other screen).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable
 
 from console.actions import (
     ACTIONS,
@@ -43,15 +48,10 @@ from console.actions import (
 from console.episode import events as ev
 from console.episode.incumbent import abba_plan
 from console.episode.job_outcome import failure_line, newly_failed
-from console.episode.kernel_diff import default_pair, diff_sides
-from console.episode.preflight import PREFLIGHT_PATH, Preflight, check_preflight
 from console.episode.state import EpisodeState
 from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
-from console.gpu.sampler import NVML_PATH, GpuReading, GpuSampler
-from console.paths import config_file
 from console.screens.dashboard import DashboardScreen
-from console.settings import load_keymap
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
 from widgets.gpu_pane import GpuPane
@@ -66,8 +66,12 @@ from widgets.unreadable_list import UnreadableList
 from widgets.versions import VersionsPane
 
 if TYPE_CHECKING:
+    from textual.widgets import Input
+
+    from console.episode.preflight import Preflight
     from console.episode.session import Session
     from console.episode.workspace import Workspace
+    from console.gpu.sampler import GpuReading
 
 DRAW_SECONDS = 0.2  # at most five redraws a second, however fast events arrive
 BACKLOG_MESSAGES = 20  # the follower reads no further while the app has this many messages to handle
@@ -224,6 +228,9 @@ class EpiscopeApp(App):
         self.call_after_refresh(self._after_first_paint)
 
     def _after_first_paint(self) -> None:
+        from console.paths import config_file
+        from console.settings import load_keymap
+
         # The scan first: its thread reads files and runs git while the keymap is read here.
         if self.watches_workspace():
             self.follow_session()
@@ -299,6 +306,9 @@ class EpiscopeApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="gpu")
     def sample_gpu_reading(self) -> None:
+        from console.episode.preflight import check_preflight
+        from console.gpu.sampler import GpuSampler
+
         if self.gpu_sampler is None:
             self.gpu_sampler = GpuSampler()
         reading = self.gpu_sampler.sample()
@@ -309,6 +319,9 @@ class EpiscopeApp(App):
     def on_episcope_app_gpu_sampled(self, message: GpuSampled) -> None:
         """Fold the reading into the state like any file's event (so it is recorded and
         replayed); the GPU pane draws it from the next state."""
+        from console.episode.preflight import PREFLIGHT_PATH
+        from console.gpu.sampler import NVML_PATH
+
         reading = message.reading
         if not self.scanned:
             return
@@ -607,6 +620,8 @@ class EpiscopeApp(App):
         self._filter_target = pane
         box = self._filter_box()
         if box is None:  # mounted the first time it is asked for
+            from textual.widgets import Input
+
             box = Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
             self.screen.mount(box, before=self.screen.query_one(KeyBar))
         box.value = pane.filter_text
@@ -614,7 +629,7 @@ class EpiscopeApp(App):
         box.focus()
 
     def _filter_box(self) -> Input | None:
-        return next(iter(self.screen.query("#filter").results(Input)), None)
+        return next(iter(self.screen.query("#filter")), None)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter" and self._filter_target is not None:
@@ -667,6 +682,7 @@ class EpiscopeApp(App):
     def action_diff(self) -> None:
         """The kernel.py diff: the version selected in the versions pane (when it has focus)
         or the working tree, against the incumbent."""
+        from console.episode.kernel_diff import default_pair, diff_sides
         from console.screens.diff import DiffScreen
 
         why = self.why_no_diff()

@@ -46,7 +46,10 @@ def texts(widget) -> str:
 
 
 def rows(app, selector: str) -> list[list[str]]:
-    table = app.query_one(selector, DataTable)
+    """The rows of a table; none while its pane has not had data (its body is not mounted)."""
+    table = next(iter(app.query(selector).results(DataTable)), None)
+    if table is None:
+        return []
     return [[str(getattr(c, "plain", c)) for c in table.get_row(key)] for key in table.rows]
 
 
