@@ -253,18 +253,23 @@ class EpiscopeApp(App):
         """Scan (in a thread: a long episode takes a moment), draw what it found, then follow
         the workspace on the app's loop. While the app is behind on its messages the
         follower reads no further: the files keep the events, and the next batch brings
-        them all."""
+        them all.
+
+        What the files say is drawn before git runs: the git facts (GitPython's import alone
+        is about as long as reading the files) come with the refresh after that frame. Then
+        following and GPU sampling start: the file watcher (watchfiles and its async
+        backend) costs about as much to load as a frame, and pynvml up to 200 ms."""
         try:
             session = await asyncio.to_thread(self._scan)
-            self.scanned = True
-            # The scan's data goes on screen before following and GPU sampling start: the
-            # file watcher (watchfiles and its async backend) costs about as much to load as
-            # that frame, and pynvml up to 200 ms. Readings are folded only after the scan.
             self._session_changed = True
             self.draw_pending()
             drawn = asyncio.Event()
             self.call_after_refresh(drawn.set)
             await drawn.wait()
+            await asyncio.to_thread(session.refresh, None)
+            self.scanned = True  # GPU readings and job-failure toasts wait for the whole scan
+            self._session_changed = True
+            self.draw_pending()
             if self.samples_gpu():
                 self.sample_gpu_reading()
                 self.set_interval(GPU_SAMPLE_SECONDS, self.sample_gpu_reading)
@@ -276,11 +281,11 @@ class EpiscopeApp(App):
             self.notify(f"stopped following the workspace: {exc}", severity="error", timeout=30, markup=False)
 
     def _scan(self) -> Session:
-        """The session's cold scan, opening the session first when the console was given
-        only its workspace (runs in a thread)."""
+        """The session's cold scan of the files, opening the session first when the console
+        was given only its workspace (runs in a thread)."""
         if self.session is None:
             self.session = self.open_session()
-        self.session.scan()
+        self.session.scan(git=False)
         return self.session
 
     def on_episcope_app_episode_changed(self, message: EpisodeChanged) -> None:

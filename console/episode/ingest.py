@@ -119,16 +119,18 @@ class Ingest:
         for batch in self.scan_batches():
             yield from batch
 
-    def scan_batches(self) -> Iterator[list[Event]]:
-        """The cold scan in batches of at most one read chunk of a line file."""
+    def scan_batches(self, *, git: bool = True) -> Iterator[list[Event]]:
+        """The cold scan in batches of at most one read chunk of a line file, the git facts
+        last (``git=False``: left to the next ``refresh``)."""
         for artifact, path in self._found():
             if artifact.layout == "lines":
                 yield from self.read_lines_batched(artifact, path)
             else:
                 yield self._read(artifact, path)
-        yield self._git_events(force=True)
+        if git:
+            yield self._git_events(force=True)
 
-    def scan_into(self, reducer: Reducer) -> None:
+    def scan_into(self, reducer: Reducer, *, git: bool = True) -> None:
         """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
         Telemetry is decoded into ``FoldedTelemetry`` (only what the reducer folds) and
@@ -148,7 +150,8 @@ class Ingest:
                     reducer.feed(batch)
             else:
                 reducer.feed(self._read(artifact, path))
-        reducer.feed(self._git_events(force=True))
+        if git:
+            reducer.feed(self._git_events(force=True))
 
     def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
         """Events for what changed: the given paths, or (None) a full re-check."""

@@ -57,11 +57,13 @@ class Session:
         self._feed(events)
         return self.state
 
-    def scan(self) -> EpisodeState:
+    def scan(self, *, git: bool = True) -> EpisodeState:
+        """The cold scan; ``git=False`` reads the files only (the next ``refresh`` reads the
+        git facts: the console draws the files' data before git runs)."""
         if self.on_event is None:
-            self.ingest.scan_into(self.reducer)
+            self.ingest.scan_into(self.reducer, git=git)
         else:
-            for batch in self.ingest.scan_batches():
+            for batch in self.ingest.scan_batches(git=git):
                 self._feed(batch)
         return self.state
 
