@@ -180,6 +180,20 @@ async def test_given_a_workspace_the_console_opens_its_session_after_the_first_f
         assert app.focused is not None  # the first focus went to a pane once one had a body
 
 
+def test_the_files_are_scanned_first_and_the_git_facts_come_with_the_next_refresh(tmp_path):
+    """The console draws what the files say before git runs (``Session.scan(git=False)``);
+    the refresh after that frame brings the same git facts a whole scan gives."""
+    campaign, _ = build_episode(tmp_path)
+    files = Session(campaign)
+    state = files.scan(git=False)
+    assert state.event_count > 0 and state.versions and state.git is None
+    files.refresh(None)
+    whole = Session(campaign).scan()
+    assert whole.git is not None and whole.git.head
+    assert files.state.git is not None and files.state.git.head == whole.git.head
+    assert files.state.git.branch == whole.git.branch and files.state.versions == whole.versions
+
+
 async def test_t_is_in_the_key_bar_and_the_palette_at_80_columns(example):
     app = example_app(example)
     async with app.run_test(size=(80, 24)) as pilot:
