@@ -7,7 +7,7 @@ Each program is started as an operator starts it: a fresh process on a pseudo-te
 - for the console (``episcope watch --no-record`` on examples/episodes/row_softmax-h200.tar.gz,
   already unpacked once, as on every open after the first): its first frame (the mode label
   in the header) and the first data of the episode (the incumbent's latency in the header,
-  drawn once the scan is in).
+  drawn once the files are scanned; the git facts follow).
 
 Each moment is taken on two clocks: wall time (what the operator waits) and the CPU time the
 process had used by then (the work done, which other load on the machine does not inflate).
