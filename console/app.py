@@ -231,7 +231,7 @@ class EpiscopeApp(App):
         from console.paths import config_file
         from console.settings import load_keymap
 
-        # The scan first: its thread reads files and runs git while the keymap is read here.
+        # The scan first: its thread reads the files while the keymap is read here.
         if self.watches_workspace():
             self.follow_session()
         keymap, warning = load_keymap(config_file(), self.binding_ids())
