@@ -94,7 +94,7 @@ class PhaseTimer:
             if event != "phase_started" and event != "phase_completed":
                 continue
             phase, monotonic = record.phase, record.monotonic_seconds
-            if phase not in _KNOWN or phase is None or monotonic is None:
+            if phase is None or phase not in _KNOWN or monotonic is None:
                 reasons.add(INVALID_MARKER)
             elif broken:
                 invalid.add(phase)
@@ -105,7 +105,7 @@ class PhaseTimer:
                 else:
                     invalid.update((active, phase))
                     reasons.add(OVERLAPPING)
-                    broken += (active, phase)
+                    broken.extend((active, phase))
                     active = None
             elif active is None:
                 invalid.add(phase)
