@@ -23,7 +23,8 @@ episode 2   a timeline question about the incumbent: its CUDA source with probe 
 supervisor  after each: handoff checks, ABBA verification (tools/abba.py, I C C I, more than
             MIN_IMPROVEMENT_PCT faster to pass), a promotion commit with memory/v<N>.json or a
             rejection, attempt.json, telemetry.summary.json, state.json; the active episode is
-            archived (active_episode.json removed)
+            archived as AKA does (its runtime files under episodes/eNNNN/episode_runtime/,
+            archive/git.json, active_episode.json removed)
 
 The second trial is slower than the incumbent on the H200, so the recording holds one
 promotion and one rejection; the exit status is 1 if ABBA said otherwise. No token counts
@@ -721,11 +722,17 @@ class Recorder:
             ("promotion_commit" if accepted else "outcome_commit"): promotion or self.candidate,
         }
         atomic_write_json(self.episode_dir / "attempt.json", attempt)
-        archive = self.episode_dir / "archive"
-        archive.mkdir(parents=True, exist_ok=True)
-        (self.episode_dir / "episode_runtime").mkdir(exist_ok=True)
-        for name in ("journal.json", "handoff.json"):
-            shutil.copyfile(self.worktree / RUNTIME / name, archive / name)
+        # AKA's layout for a finished episode: the worktree's runtime files under
+        # episode_runtime/, the git facts of the hand-off under archive/. They are copied, not
+        # moved: the worktree stays in the recording so that a reviewer sees its profiles.
+        runtime = self.episode_dir / "episode_runtime"
+        runtime.mkdir(parents=True, exist_ok=True)
+        for name in ("journal.json", "handoff.json", "telemetry.jsonl", "evaluations.jsonl"):
+            shutil.copyfile(self.worktree / RUNTIME / name, runtime / name)
+        atomic_write_json(self.episode_dir / "archive" / "git.json", {
+            "episode": self.n, "base_commit": self.base_commit, "branch": self.branch,
+            "head": self.candidate,
+            "dirty_paths": [line[3:] for line in git(self.worktree, AGENT, "status", "--porcelain").splitlines()]})
         state = json.loads((self.campaign / RUNTIME / "state.json").read_text())
         state.update(episodes=self.n, accepted=state["accepted"] + int(accepted), rejected=state["rejected"] + int(not accepted),
                      consecutive_without_promotion=0 if accepted else state["consecutive_without_promotion"] + 1,
