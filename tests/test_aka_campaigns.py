@@ -207,14 +207,16 @@ def test_inflight_profile_job_record_reads_as_akas_gateway_result(inflight):
 
 
 def test_bundled_example_history_says_why_tokens_are_null(tmp_path):
-    """The bundled H200 episode was scripted: its attempt records no token count, and the
-    history says so instead of a 0; its worktree outlived the archive, so one record."""
+    """The bundled H200 episodes were scripted: their attempts record no token count, and the
+    history says so instead of a 0; each episode is read where AKA archives it."""
     archive = Path(__file__).resolve().parents[1] / "examples" / "episodes" / "row_softmax-h200.tar.gz"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
         status = status_document(Session(str(archive)).scan(), now=0.0)
-    (record,) = status["episodes"]
-    assert record["episode"] == 1 and record["source"] == "archived" and record["gate"] == "PASS"
-    assert record["tokens"] is None and record["unknown"]["tokens"] == "the attempt records no tokens"
-    assert record["evaluations"] == status["evaluations"]["count"] > 0
-    assert [v["gate"] for v in record["verifications"]] == ["PASS"]
+    first, last = status["episodes"]
+    assert first["episode"] == 1 and first["source"] == "archived" and first["gate"] == "PASS"
+    assert last["episode"] == 2 and last["source"] == "archived" and last["gate"] == "FAIL"
+    for record in (first, last):
+        assert record["tokens"] is None and record["unknown"] == {"tokens": "the attempt records no tokens"}
+    assert last["evaluations"] == status["evaluations"]["count"] > 0
+    assert [v["gate"] for v in first["verifications"]] == ["PASS"] and [v["gate"] for v in last["verifications"]] == ["FAIL"]

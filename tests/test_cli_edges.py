@@ -62,17 +62,17 @@ def test_a_fake_archive_is_one_line(tmp_path, verb):
 
 
 def test_since_takes_an_iso_date_as_midnight_utc(tmp_path):
-    """The bundled episode ran on 2026-11-29 between 08:08 and 08:10 UTC."""
+    """The bundled episodes ran on 2026-12-01 between 17:46 and 17:49 UTC."""
     def count(since: str) -> int:
         out = episcope(tmp_path, "events", str(ARCHIVE), "--since", since)
         assert out.returncode == 0 and out.stderr == "", out.stderr
         return len(out.stdout.splitlines())
 
-    everything = count("2026-11-28")
+    everything = count("2026-11-30")
     assert everything > 100
-    assert count("2026-11-29") == count("2026-11-29T00:00:00Z") == everything
-    assert count("2026-11-30") == 0  # nothing stamped with the time the archive was opened
-    assert 0 < count("2026-11-29T08:09:20Z") < everything
+    assert count("2026-12-01") == count("2026-12-01T00:00:00Z") == everything
+    assert count("2026-12-01T17:49:00Z") == 0  # nothing stamped with the time the archive was opened
+    assert 0 < count("2026-12-01T17:48:00Z") < everything
     line = one_line_error(episcope(tmp_path, "events", str(ARCHIVE), "--since", "yesterday"))
     assert "--since" in line and "ISO-8601" in line
 

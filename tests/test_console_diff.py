@@ -60,16 +60,18 @@ def plain(widget: Static) -> str:
 def test_bundled_example_sides_and_latency_change(bundled):
     state = Session(ARCHIVE).scan()
     sides = diff_sides(state)
-    # v0 and v1 name their commits; the base commit (memory only changed) is the incumbent
-    assert [side.label for side in sides] == ["v0", f"incumbent {state.git.base_commit[:8]}", "v1", "working tree"]
+    # v0 and v1 name their commits; the base commit (v1 promoted: memory only changed) is the
+    # incumbent; HEAD is the rejected trial, which made no version
+    assert [side.label for side in sides] == [
+        "v0", f"incumbent {state.git.base_commit[:8]}", "v1", f"HEAD {state.git.head[:8]}", "working tree"]
     old, new = default_pair(state, sides)
     assert old.commit == state.git.base_commit and new.label == "working tree"
     diff = kernel_diff(state.git.worktree, old, new, evaluated_latencies(state), sides)
     assert diff.error is None and diff.text.startswith("diff --git a/kernel.py b/kernel.py")
-    # the base commit holds v0's kernel.py, so it takes v0's figure; the working tree its evaluation
-    assert diff.old_latency_us == pytest.approx(1769.143) and diff.new_latency_us == pytest.approx(31.709)
-    assert diff.change_pct == pytest.approx((31.709 / 1769.143 - 1) * 100)
-    same = kernel_diff(state.git.worktree, sides[2], sides[3], {}, sides)  # v1 is HEAD, unchanged on disk
+    # the base commit holds v1's kernel.py, so it takes v1's figure; the working tree its evaluation
+    assert diff.old_latency_us == pytest.approx(17.617) and diff.new_latency_us == pytest.approx(27.111)
+    assert diff.change_pct == pytest.approx((27.111 / 17.617 - 1) * 100)
+    same = kernel_diff(state.git.worktree, sides[3], sides[4], {}, sides)  # HEAD, unchanged on disk
     assert same.text == "" and same.error is None
 
 
@@ -99,7 +101,7 @@ async def test_diff_screen_on_the_bundled_example_and_its_versions(bundled):
         assert isinstance(screen, DiffScreen)
         await wait_for_diff(pilot, screen)
         summary = plain(screen.query_one("#diff-summary", Static))
-        assert "incumbent" in summary and "working tree" in summary and "1769.143 → 31.709 (-98.21%)" in summary
+        assert "incumbent" in summary and "working tree" in summary and "17.617 → 27.111 (+53.89%)" in summary
         body = screen.query_one("#diff-body", Static)
         assert isinstance(body.content, Syntax) and body.content.lexer.name.lower() == "diff"
         assert "+++ b/kernel.py" in plain(body)
@@ -109,7 +111,7 @@ async def test_diff_screen_on_the_bundled_example_and_its_versions(bundled):
         await pilot.pause(0.1)
         await wait_for_diff(pilot, screen)
         assert (screen.diff.old.label, screen.diff.new.label) == ("v0", "v1")
-        assert "v0 → v1" in plain(screen.query_one("#diff-summary", Static)) and "(-98.20%)" in screen.diff.summary
+        assert "v0 → v1" in plain(screen.query_one("#diff-summary", Static)) and "(-97.34%)" in screen.diff.summary
         await pilot.press("escape")
         assert not isinstance(app.screen, DiffScreen)
         # from the versions pane: the selected version against the incumbent
@@ -119,7 +121,8 @@ async def test_diff_screen_on_the_bundled_example_and_its_versions(bundled):
         screen = app.screen
         assert isinstance(screen, DiffScreen) and screen.new.label == "v1" and screen.old.label.startswith("incumbent")
         await wait_for_diff(pilot, screen)
-        assert "1769.143 → 31.801" in screen.diff.summary
+        # v1 is the incumbent: the same kernel.py, the same figure
+        assert "17.617 → 17.617 (+0.00%)" in screen.diff.summary and screen.diff.text == ""
 
 
 async def test_diff_screen_on_an_init_workspace_with_a_commit(init_workspace):

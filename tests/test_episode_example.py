@@ -40,28 +40,72 @@ def test_archive_is_small_and_safe():
     assert "row_softmax/.git/HEAD" in names
 
 
+def episode_worktree(number: int, env: dict) -> Path:
+    """The worktree of episode ``number`` inside the copy the archive unpacks to."""
+    proc = cli("status", "--json", str(ARCHIVE), env=env)
+    assert proc.returncode == 0, proc.stderr
+    worktrees = Path(json.loads(proc.stdout)["episode"]["worktree"]).parent
+    (worktree,) = worktrees.glob(f"e{number:04d}-*")
+    return worktree
+
+
 def test_status_of_the_recorded_episode(cache_env):
+    """The archive opens on its last episode: a timeline question about the incumbent, a trial
+    that ABBA rejected, every one of its profiles taken on the kernel that is there now."""
     proc = cli("status", "--json", str(ARCHIVE), env=cache_env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["unreadable"] == []
+    assert doc["unreadable"] == [] and doc["alerts"] == []
     phases = doc["phases"]
     assert set(phases) == {"profile", "research", "planning", "implementation", "correctness", "benchmark", "recording"}
     assert phases["profile"]["intervals"] == 2 and phases["profile"]["wall_seconds"] > 10
+    profiles = {p["dir"].split("profiles/episode_2/")[1]: p for p in doc["profiles"]}
+    assert set(profiles) == {"trial2/sol/shape-4", "trial2/deep/shape-4"}
+    assert all(p["kernels"] == ["row_softmax_online"] and p["bottleneck"] == "memory" for p in profiles.values())
+    assert profiles["trial2/deep/shape-4"]["localize"]
+    (receipt,) = doc["timeline"]
+    assert receipt["evidence_class"] == "exploration" and receipt["workload_identity"] == "shape=1024x32768 seed=0"
+    assert [(a["gate"], a["runs"]) for a in doc["abba"]] == [("PASS", 4), ("FAIL", 4)]
+    assert doc["abba"][0]["improvement_pct"] > 90 and doc["abba"][1]["improvement_pct"] < 0
+    versions = {v["version"]: v for v in doc["versions"]}
+    assert set(versions) == {0, 1}  # the rejected trial made no version
+    assert versions[0]["measurement_subject"] == "incumbent" and versions[1]["measurement_subject"] == "candidate"
+    assert versions[1]["accepted"] is True and versions[1]["latency_us_geomean"] < versions[0]["latency_us_geomean"]
+    assert doc["incumbent"]["version"] == 1
+    assert doc["episode"]["number"] == 2 and doc["episode"]["handoff"] == "candidate_ready"
+    assert doc["episode"]["head"] == doc["episode"]["candidate_commit"]
+    assert doc["sandbox"]["failed"] == 0 and doc["sandbox"]["succeeded"] == 5
+    # the campaign's history: both episodes read from where AKA archives them, nothing unknown but tokens
+    history = {e["episode"]: e for e in doc["episodes"]}
+    assert [(history[n]["source"], history[n]["gate"], history[n]["accepted"]) for n in (1, 2)] == [
+        ("archived", "PASS", True), ("archived", "FAIL", False)]
+    for record in history.values():
+        assert record["telemetry_events"] > 0 and record["evaluations"] == 2 and record["handoff"] == "candidate_ready"
+        assert record["unknown"] == {"tokens": "the attempt records no tokens"}
+    assert history[1]["sandbox"]["succeeded"] == 16 and history[2]["sandbox"]["succeeded"] == 5
+
+
+def test_status_of_the_first_episode_shows_the_whole_funnel(cache_env):
+    """Episode 1 narrowed the naive kernel down the funnel: survey of every shape, sol of the
+    two slowest, deep --source of the slowest with LOCALIZE hints; then the trial's sol. No
+    input generator anywhere (the driver profiles only the kernel's own launches)."""
+    proc = cli("status", "--json", str(episode_worktree(1, cache_env)), env=cache_env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["unreadable"] == [] and doc["episode"]["number"] == 1
     profiles = {p["dir"].split("profiles/episode_1/")[1]: p for p in doc["profiles"]}
-    assert {k for k in profiles if k.startswith("survey/")} == {f"survey/shape-{i}" for i in range(5)}
+    assert {k for k in profiles if k.startswith("survey/")} == {f"survey/shape-{i}" for i in range(10)}
+    assert {k for k in profiles if k.startswith("sol/")} == {"sol/shape-4", "sol/shape-2"}
+    assert {k for p in profiles.values() for k in p["kernels"]} == {"row_softmax_naive", "row_softmax_regs"}
     deep = profiles["deep/shape-4"]
     assert deep["kernels"] == ["row_softmax_naive"] and deep["bottleneck"] == "memory"
     assert "low-sm-utilization" in deep["symptoms"] and "analysis/source_metrics_line_run.txt" in deep["localize"]
     trial = profiles["trial1/sol/shape-4"]
     assert trial["kernels"] == ["row_softmax_regs"] and trial["symptoms"] == ["memory-bound"]
-    (abba,) = doc["abba"]
-    assert abba["gate"] == "PASS" and abba["runs"] == 4 and abba["improvement_pct"] > 90
-    versions = {v["version"]: v for v in doc["versions"]}
-    assert versions[0]["measurement_subject"] == "incumbent" and versions[1]["measurement_subject"] == "candidate"
-    assert versions[1]["accepted"] is True and versions[1]["latency_us_geomean"] < versions[0]["latency_us_geomean"]
-    assert doc["episode"]["handoff"] == "candidate_ready" and doc["episode"]["head"] == doc["episode"]["candidate_commit"]
-    assert doc["sandbox"]["failed"] == 0 and doc["sandbox"]["succeeded"] >= 11
+    # the naive kernel's funnel describes the kernel before the change: said once, as a warning
+    (alert,) = doc["alerts"]
+    assert alert["code"] == "stale_profile" and alert["message"].startswith("13 profiles were taken on kernel.py")
+    assert doc["sandbox"]["failed"] == 0 and doc["sandbox"]["succeeded"] == 16
 
 
 def test_jobs_of_the_recorded_episode(cache_env):
@@ -70,8 +114,10 @@ def test_jobs_of_the_recorded_episode(cache_env):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     jobs = doc["jobs"]
-    assert doc["unreadable"] == [] and len(jobs) >= 11 and {job["state"] for job in jobs} == {"succeeded"}
-    assert {job["kind"] for job in jobs} >= {"profile", "run"}
+    assert doc["unreadable"] == [] and len(jobs) == 5 and {job["state"] for job in jobs} == {"succeeded"}
+    assert {job["kind"] for job in jobs} == {"dev", "profile", "run"}  # dev: the timeline capture
+    first = json.loads(cli("jobs", "--json", str(episode_worktree(1, cache_env)), env=cache_env).stdout)["jobs"]
+    assert len(first) == 16 and {job["state"] for job in first} == {"succeeded"}
     missing = cli("jobs", str(ARCHIVE.with_name("missing.tar.gz")), env=cache_env)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from console.episode import events as ev
+from console.episode.replay import Replay, episode_events
 from console.formats.job_record import list_job_records, read_job_record
 from console.jobs.local import group_members
 
@@ -280,6 +282,21 @@ def test_at_most_four_jobs_run_at_once(ws, tmp_path):
     assert all(r.state == "succeeded" for r in records)
     waited = max(records, key=lambda r: r.started_at)  # the job that was queued started last
     assert waited.started_at >= min(r.finished_at for r in records if r is not waited)
+    # Replayed on the episode's own clock, every job goes queued -> running -> succeeded and
+    # the four that held slots are seen running at once.
+    workspace, events = episode_events(ws)
+    replay = Replay(events, campaign_root=str(workspace.campaign_root), campaign=workspace.name,
+                    worktree=str(workspace.worktree))
+    jobs = [e for e in replay.events if e.kind == ev.JOB]
+    states = {path: [e.data.state for e in jobs if e.path == path] for path in {e.path for e in jobs}}
+    assert len(states) == 5 and all(seq == ["queued", "running", "succeeded"] for seq in states.values()), states
+    most_running = 0
+    for index in range(replay.total + 1):
+        replay.seek_index(index)
+        running = [j for j in replay.state().jobs if j.state == "running"]
+        most_running = max(most_running, len(running))
+        assert all(j.finished_at is None and j.exit_code is None for j in running)
+    assert most_running == 4
 
 
 def process_alive(pid: int) -> bool:
