@@ -1,5 +1,5 @@
-"""The bundled example episode (examples/episodes/row_softmax-h200.tar.gz) as a state, for
-the layout and snapshot tests."""
+"""The bundled example (examples/episodes/row_softmax-h200.tar.gz) as a state, for the layout
+and snapshot tests: the archive as it opens (its last episode) or one episode's worktree."""
 
 from __future__ import annotations
 
@@ -21,3 +21,13 @@ def bundled_state(cache_home: Path) -> EpisodeState:
         patch.setenv("XDG_CACHE_HOME", str(cache_home))
         workspace = resolve_workspace(str(ARCHIVE))
         return Session(str(workspace.campaign_root), workspace=workspace).scan()
+
+
+def bundled_episode_state(cache_home: Path, number: int) -> EpisodeState:
+    """Episode ``number`` of the example, opened from its worktree in the unpacked copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache_home))
+        opened = resolve_workspace(str(ARCHIVE))
+        (worktree,) = Path(opened.campaign_root).parent.glob(
+            f".atrex_long_horizon_worktrees/{opened.name}/e{number:04d}-*")
+        return Session(str(worktree)).scan()
