@@ -129,7 +129,7 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
             # two a side: the widest interval, with its coverage explained
             assert "geomean cand/inc 0.9008 (-9.92%)" in text and "[0.8916, 0.9100] 67% CI, n=2/2" in text
             assert "(too few runs for 95%)" in text
-            assert "improvement +9.92%  PASS" in text
+            assert "PASS +9.92%  4 run(s)" in text
             # status --json prints the very numbers the pane drew.
             (entry,) = [a for a in status_document(app.episode_state)["abba"] if a["directory"] == pane.shown_dir]
             assert entry["gate"] == "PASS" and entry["runs"] == 4 and entry["ratio"]["n_a"] == 2

@@ -95,22 +95,22 @@ class AbbaStats(Pane, can_focus=True):
         return text
 
     def _verification(self, text: Text, comparison: AbbaComparison) -> None:
+        """The verdict and the ratio lead: on a small terminal they are what stays in sight."""
         verdict = comparison.verdict
-        text.append(visible(f"ABBA {os.path.basename(comparison.directory or '')[:12]}"), style="bold")
-        text.append(f"  {comparison.runs} run(s)\n", style="dim")
-        _side(text, "incumbent", comparison.incumbent_us, comparison.incumbent_geomean_us, ".3f", "µs", "geomean")
-        _side(text, "candidate", comparison.candidate_us, comparison.candidate_geomean_us, ".3f", "µs", "geomean")
+        text.append(visible(f"ABBA {os.path.basename(comparison.directory or '')[:8]}  "), style="bold")
+        if verdict is not None:
+            text.append_text(plain(verdict.gate, GATE_STYLES.get(verdict.gate, "bold")))
+            text.append(f" {fmt(verdict.improvement_pct, '+.2f', '%')}  ")
+        text.append(f"{comparison.runs} run(s)\n", style="dim")
+        if verdict is not None and verdict.error:
+            text.append_text(plain(f" {verdict.error}\n", "red"))
         _ratio(text, comparison)
         if comparison.invalid_runs:
             text.append(f" {comparison.invalid_runs} run(s) invalid (exit, correctness)\n", style="yellow")
+        _side(text, "incumbent", comparison.incumbent_us, comparison.incumbent_geomean_us, ".3f", "µs", "geomean")
+        _side(text, "candidate", comparison.candidate_us, comparison.candidate_geomean_us, ".3f", "µs", "geomean")
         if verdict is None:
             text.append(" verdict: waiting for result.json\n", style="dim")
-            return
-        text.append(f" improvement {fmt(verdict.improvement_pct, '+.2f', '%')}  ")
-        text.append_text(plain(verdict.gate, GATE_STYLES.get(verdict.gate, "bold")))
-        if verdict.error:
-            text.append_text(plain(f"\n {verdict.error}", "red"))
-        text.append("\n")
 
     def _measure(self, text: Text, measure: MeasureComparison) -> None:
         text.append(visible(f"measure {measure.path.rsplit('/', 1)[-1]}") + "\n", style="bold")
