@@ -224,3 +224,14 @@ async def test_t_is_in_the_key_bar_and_the_palette_at_80_columns(example):
         titles = [title for title, _, _ in app.palette_commands()]
         assert any("timeline" in title.lower() for title in titles)
         assert any(title.startswith("Show in full") for title in titles)
+
+
+async def test_the_abba_verdict_leads_at_80_columns(example):
+    """The example's last verification was rejected: at 80x24 the gate is on the pane's first
+    line and the verdict's reason is a line of its own, not joined by a visible newline mark."""
+    app = example_app(example)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = shown(app.query_one("#abba-body", Static)).splitlines()
+        assert "FAIL -48.20%" in lines[0]
+        assert lines[1].lstrip().startswith("improvement -48.197% doe") and "␊" not in "".join(lines)

@@ -103,7 +103,8 @@ class AbbaStats(Pane, can_focus=True):
             text.append(f" {fmt(verdict.improvement_pct, '+.2f', '%')}  ")
         text.append(f"{comparison.runs} run(s)\n", style="dim")
         if verdict is not None and verdict.error:
-            text.append_text(plain(f" {verdict.error}\n", "red"))
+            text.append_text(plain(f" {verdict.error}", "red"))
+            text.append("\n")
         _ratio(text, comparison)
         if comparison.invalid_runs:
             text.append(f" {comparison.invalid_runs} run(s) invalid (exit, correctness)\n", style="yellow")
