@@ -76,19 +76,23 @@ def test_export_of_the_h200_run_validates_and_opens_like_a_cuda_receipt(run_copy
     assert timeline(args) == 0
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["backend"] == "iket"
-    assert receipt["source"]["kernel_name"].startswith("kernel_cutlass_add_kernel_")
+    assert receipt["episcope"]["iket"]["kernel_name"].startswith("kernel_cutlass_add_kernel_")
     cubin = run_copy / "iket_output/tracker/pid_0x61f/cubin_335ebee7ee6c5b7e.cubin"
-    assert receipt["binary_sha256"] == hashlib.sha256(cubin.read_bytes()).hexdigest()
+    identity = json.loads((out / receipt["binary"]).read_text())  # AKA's binary identity file
+    assert identity["schema"] == "atrex-autonomous-binary-identity/v1"
+    assert [b["sha256"] for b in identity["binaries"]] == [hashlib.sha256(cubin.read_bytes()).hexdigest()]
     assert receipt["episcope"]["measurement"]["verdict"] == "above_target"
     assert receipt["evidence_class"] == "exploration"  # exploration stage, correctness only self-declared
     summary = json.loads((out / "trace.summary.json").read_text())
-    # AKA's counting: a range is one canonical event (2048 ranges + 1024 instants)
-    assert summary["owners_observed"] == 1024 and summary["canonical_events"] == 3072
-    assert summary["site_event_count"] == {"load": 1024, "loaded": 1024, "store": 1024}
+    # AKA's IKeT counting: a range is one canonical event (2048 ranges + 1024 instants)
+    assert summary["backend"] == "iket" and summary["canonical_events"] == 3072
+    assert summary["event_count"] == {"load": 1024, "loaded": 1024, "store": 1024}
     assert summary["ranges"] == 2048 and summary["instants"] == 1024 and len(summary["physical_sms"]) == 128
+    assert summary["matched_launches"] == 1 and summary["launches"][0]["launch_key"] == "iket_pid_0x63a.trace.json:0"
     assert validate_receipt(str(out / "receipt.json")) == []
     capture = load_capture(out / "receipt.json")  # what the console's timeline screen decodes
     assert capture.event_count == 5120
+    assert len(set(capture.events["owner"].tolist())) == 1024  # one owner per warp observed
     assert read_timeline_receipt(out / "receipt.json").value.backend == "iket"
 
 

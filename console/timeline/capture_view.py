@@ -83,9 +83,18 @@ def load_capture(receipt_path: str | os.PathLike[str]) -> Capture:
     if not isinstance(receipt, dict):
         raise TimelineLoadError(f"{receipt_path}: not a JSON object")
     base = receipt_path.parent
+    # an IKeT receipt names AKA's IKeT files; the buffer episcope normalized is under episcope.iket
+    extras = receipt.get("episcope")
+    names = receipt
+    if receipt.get("backend") == "iket":
+        iket = extras.get("iket") if isinstance(extras, dict) else None
+        names = iket.get("files") if isinstance(iket, dict) else None
+        if not isinstance(names, dict):
+            raise TimelineLoadError(f"{receipt_path}: IKeT receipt without episcope's ATREXLT1 buffer "
+                                    "(written by another tool); open its trace in Perfetto")
 
     def named(key: str) -> Path:
-        value = receipt.get(key)
+        value = names.get(key)
         if isinstance(value, dict):
             value = value.get("path")
         if not isinstance(value, str):

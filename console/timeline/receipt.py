@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -201,14 +202,24 @@ def integrity_facts(capture: Capture) -> dict:
             "owner_count": header.owner_count, "records_per_owner": header.records_per_owner}
 
 
-def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str, instrumented_source: str,
-                  binary: str | None, workload_identity: str, correctness: str | None = None,
-                  correctness_evidence: str | None = None, measurement: str | None = None,
-                  stage: str = "exploration", low_overhead_target: float = 10.0, output_dir: str,
-                  intervals: tuple[str, ...] = (), backend: str = "cuda", source: dict | None = None) -> dict:
-    """The `capture` verb: decode, check the evidence, write trace + summary, then the receipt
-    (last, atomically). ``correctness`` is what the caller reports; an evaluator record in
-    ``correctness_evidence`` overrules "unknown" and must not contradict it otherwise."""
+@dataclass(frozen=True)
+class Evidence:
+    """What a receipt states about correctness, measurement and class, checked against its inputs."""
+
+    correctness: str
+    record: dict | None
+    measurement: dict | None
+    measurement_obj: dict | None
+    evidence_class: str
+    reasons: list[str]
+
+
+def check_evidence(*, clean_source: str, instrumented_source: str, binary: str | None, workload_identity: str,
+                   correctness: str | None, correctness_evidence: str | None, measurement: str | None,
+                   stage: str, low_overhead_target: float, output_dir: str, inputs: tuple[str, ...]) -> Evidence:
+    """Check the arguments every capture takes (and that ``inputs`` exist), then the evaluator
+    record and measurement; classify. ``correctness`` is what the caller reports; an evaluator
+    record overrules "unknown" and must not contradict it otherwise."""
     if stage not in STAGES:
         raise ReceiptError([f"stage must be exploration or final, got {stage!r}"])
     if correctness is not None and correctness not in CORRECTNESS:
@@ -218,27 +229,17 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
         raise ReceiptError(["low-overhead target must be finite and non-negative"])
     if not workload_identity.strip():
         raise ReceiptError(["workload identity is empty"])
-    missing = [p for p in (raw, manifest, dictionary, clean_source, instrumented_source, binary, measurement)
-               if p and not os.path.isfile(p)]
+    missing = [p for p in (*inputs, clean_source, instrumented_source, binary, measurement) if p and not os.path.isfile(p)]
     if missing:
         raise ReceiptError([f"missing file {p}" for p in missing])
-    try:
-        raw_bytes = read_regular_file(raw, MAX_RAW_BYTES)
-    except FormatError as exc:  # swapped for a FIFO or device since the check above
-        raise ReceiptError([f"raw {raw}: {exc}"]) from None
-    capture = decode_files(raw_bytes, load_json(manifest), load_json(dictionary))
-    summary = summarize(capture)
-    extras = summary_extras(capture, intervals)
     kernel_sha = sha256_file(instrumented_source)
-    clean_sha = sha256_file(clean_source)
-    out = Path(output_dir)
     measurement_obj = entry = None
     if measurement:
         measurement_obj = load_json(measurement)
-        bad = check_measurement(measurement_obj, measurement, clean_sha, kernel_sha, workload_identity)
+        bad = check_measurement(measurement_obj, measurement, sha256_file(clean_source), kernel_sha, workload_identity)
         if bad:
             raise ReceiptError(bad)
-        entry = measurement_entry(measurement, measurement_obj, out.absolute())
+        entry = measurement_entry(measurement, measurement_obj, Path(output_dir).absolute())
     record = evaluator_record(correctness_evidence, kernel_sha) if correctness_evidence else None
     if record is not None and correctness is not None and correctness != verified_correctness(record):
         raise ReceiptError([f"reported correctness {correctness} contradicts the evaluator record "
@@ -246,14 +247,13 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
     status = verified_correctness(record) if record is not None else (correctness or "unknown")
     evidence_class, reasons = classify(stage, status, record is not None, binary is not None, entry,
                                        float(low_overhead_target))
-    out.mkdir(parents=True, exist_ok=True)
-    trace_path = out / export.JSON_TRACE_NAME
-    summary_path = out / SUMMARY_NAME
-    atomic_write_bytes(trace_path, export.chrome_trace_bytes(capture))
-    atomic_write_bytes(summary_path, json_bytes(summary))
-    paths = {"clean_source": clean_source, "instrumented_source": instrumented_source, "binary": binary,
-             "raw": raw, "manifest": manifest, "event_dictionary": dictionary, "trace": str(trace_path),
-             "summary": str(summary_path)}
+    return Evidence(status, record, entry, measurement_obj, evidence_class, reasons)
+
+
+def write_receipt(out: Path, *, backend: str, stage: str, paths: dict[str, str | None], workload_identity: str,
+                  evidence: Evidence, low_overhead_target: float, episcope: dict) -> dict:
+    """Write ``receipt.json`` (last, atomically): AKA's keys in AKA's meaning, every file of
+    ``paths`` by its path relative to ``out`` and SHA-256, episcope's facts under ``episcope``."""
     receipt: dict = {"schema": RECEIPT_SCHEMA, "backend": backend, "stage": stage}
     for name, _ in FILES:
         path = paths[name]
@@ -261,23 +261,61 @@ def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str
         receipt[f"{name}_sha256"] = sha256_file(path) if path else None
     receipt.update(
         workload_identity=workload_identity,
-        correctness=status,
-        correctness_evidence=record,
+        correctness=evidence.correctness,
+        correctness_evidence=evidence.record,
         trace_integrity="passed",
-        evidence_class=evidence_class,
-        classification_reasons=reasons,
+        evidence_class=evidence.evidence_class,
+        classification_reasons=evidence.reasons,
         low_overhead_target_percent=low_overhead_target,
-        measurement=entry,
-        episcope={
-            "correctness_reported": correctness,
-            "correctness_evidence_path": _rel(correctness_evidence, out) if correctness_evidence else None,
-            "trace_integrity": integrity_facts(capture),
-            "interval_requests": list(intervals),
-            "summary": extras,
-            "measurement": measurement_statistics(measurement_obj),
-        },
+        measurement=evidence.measurement,
+        episcope=episcope,
     )
-    if source is not None:  # where a normalized raw buffer came from (export-iket)
-        receipt["source"] = source
     atomic_write_bytes(out / RECEIPT_NAME, json_bytes(receipt))
     return receipt
+
+
+def episcope_facts(*, correctness: str | None, correctness_evidence: str | None, out: Path, capture: Capture,
+                   intervals: tuple[str, ...], evidence: Evidence) -> dict:
+    """The receipt's ``episcope`` key: what episcope established beyond AKA's keys."""
+    return {
+        "correctness_reported": correctness,
+        "correctness_evidence_path": _rel(correctness_evidence, out) if correctness_evidence else None,
+        "trace_integrity": integrity_facts(capture),
+        "interval_requests": list(intervals),
+        "summary": summary_extras(capture, intervals),
+        "measurement": measurement_statistics(evidence.measurement_obj),
+    }
+
+
+def read_raw(raw: str) -> bytes:
+    try:
+        return read_regular_file(raw, MAX_RAW_BYTES)
+    except FormatError as exc:  # swapped for a FIFO or device since it was checked
+        raise ReceiptError([f"raw {raw}: {exc}"]) from None
+
+
+def write_capture(*, raw: str, manifest: str, dictionary: str, clean_source: str, instrumented_source: str,
+                  binary: str | None, workload_identity: str, correctness: str | None = None,
+                  correctness_evidence: str | None = None, measurement: str | None = None,
+                  stage: str = "exploration", low_overhead_target: float = 10.0, output_dir: str,
+                  intervals: tuple[str, ...] = ()) -> dict:
+    """The `capture` verb: decode, check the evidence, write trace + summary, then the receipt."""
+    evidence = check_evidence(
+        clean_source=clean_source, instrumented_source=instrumented_source, binary=binary,
+        workload_identity=workload_identity, correctness=correctness, correctness_evidence=correctness_evidence,
+        measurement=measurement, stage=stage, low_overhead_target=low_overhead_target, output_dir=output_dir,
+        inputs=(raw, manifest, dictionary))
+    capture = decode_files(read_raw(raw), load_json(manifest), load_json(dictionary))
+    out = Path(output_dir)
+    facts = episcope_facts(correctness=correctness, correctness_evidence=correctness_evidence, out=out,
+                           capture=capture, intervals=intervals, evidence=evidence)
+    out.mkdir(parents=True, exist_ok=True)
+    trace_path = out / export.JSON_TRACE_NAME
+    summary_path = out / SUMMARY_NAME
+    atomic_write_bytes(trace_path, export.chrome_trace_bytes(capture))
+    atomic_write_bytes(summary_path, json_bytes(summarize(capture)))
+    paths = {"clean_source": clean_source, "instrumented_source": instrumented_source, "binary": binary,
+             "raw": raw, "manifest": manifest, "event_dictionary": dictionary, "trace": str(trace_path),
+             "summary": str(summary_path)}
+    return write_receipt(out, backend="cuda", stage=stage, paths=paths, workload_identity=workload_identity,
+                         evidence=evidence, low_overhead_target=low_overhead_target, episcope=facts)

@@ -139,6 +139,11 @@ def run_capture(args) -> int:
     return EXIT_OK
 
 
+def _path(named) -> str:
+    """A receipt names a file by its path, or by an object holding ``path`` and ``sha256``."""
+    return named["path"] if isinstance(named, dict) else named
+
+
 def run_export(args) -> int:
     from console.formats.plainjson import atomic_write_bytes
 
@@ -150,8 +155,10 @@ def run_export(args) -> int:
         if args.receipt:
             receipt = load_json(args.receipt)
             base = Path(args.receipt).parent
-            raw, manifest, dictionary = (base / receipt["raw"], base / receipt["manifest"],
-                                         base / receipt["event_dictionary"])
+            # an IKeT receipt names AKA's IKeT files; episcope's ATREXLT1 buffer is under episcope.iket
+            names = receipt["episcope"]["iket"]["files"] if receipt.get("backend") == "iket" else receipt
+            raw, manifest, dictionary = (base / _path(names["raw"]), base / _path(names["manifest"]),
+                                         base / _path(names["event_dictionary"]))
         elif args.raw and args.manifest and args.dictionary:
             raw, manifest, dictionary = args.raw, args.manifest, args.dictionary
         else:
@@ -246,7 +253,7 @@ def _export_iket(args, run_dir: str) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return _reject(f"{type(exc).__name__}: {exc}")
     print(json.dumps({"receipt": str(Path(args.output_dir) / "receipt.json"), "run_dir": run_dir,
-                      "kernel_name": receipt["source"]["kernel_name"],
+                      "kernel_name": receipt["episcope"]["iket"]["kernel_name"],
                       "evidence_class": receipt["evidence_class"],
                       "classification_reasons": receipt["classification_reasons"]}, sort_keys=True))
     return EXIT_OK

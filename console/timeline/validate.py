@@ -1,8 +1,10 @@
 """Fail-closed validation of a capture receipt (``timeline.py validate``), episcope's or AKA's.
 
-It re-hashes every file the receipt names, decodes the raw buffer again and regenerates the
-trace and summary (AKA's canonical forms, compared as JSON text and objects), re-normalizes an
-IKeT source, checks the evaluator record, recomputes the measurement and the evidence class,
+It re-hashes every file the receipt names; for a CUDA capture it decodes the raw buffer again
+and regenerates the trace and summary (AKA's canonical forms, compared as JSON text and
+objects); for an IKeT capture it checks the trace and summary against each other and the event
+dictionary as AKA does and, for episcope's receipts, normalizes the launch again (``iket``);
+it checks the evaluator record, recomputes the measurement and the evidence class,
 and reports every difference. episcope's additional keys (``episcope``) are checked when
 present; a receipt AKA wrote has none. It sits above both routes' writers (``receipt``,
 ``iket``), so neither imports the other back.
@@ -18,7 +20,7 @@ from . import export
 from .capture_view import MAX_RAW_BYTES
 from .decode import Capture, CaptureRejected
 from .files import sha256_file
-from .iket import validate_source
+from .iket import validate_iket
 from .manifest import SpecError, load_json
 from .receipt import (
     CORRECTNESS,
@@ -70,7 +72,7 @@ def _gunzip_at_most(path: Path, limit: int) -> bytes | None:
     return data
 
 
-def _check_products(capture: Capture, receipt: dict, files: dict[str, Path]) -> list[str]:
+def _check_products(capture: Capture, files: dict[str, Path]) -> list[str]:
     """The stored trace and summary against the ones the raw buffer gives again."""
     reasons = []
     text = export.chrome_trace_json(capture).encode()
@@ -84,19 +86,48 @@ def _check_products(capture: Capture, receipt: dict, files: dict[str, Path]) -> 
         summary = None
     if summary != summarize(capture):
         reasons.append("trace summary is not reproducible from the raw buffer")
-    extras = receipt.get("episcope")
-    if isinstance(extras, dict):
-        if extras.get("trace_integrity") != integrity_facts(capture):
-            reasons.append("episcope trace_integrity differs from the re-decoded raw buffer")
-        requests = extras.get("interval_requests") or []
-        try:
-            again = summary_extras(capture, tuple(requests))
-        except (ValueError, TypeError) as exc:
-            reasons.append(f"episcope interval_requests cannot be recomputed: {exc}")
-        else:
-            if extras.get("summary") != again:
-                reasons.append("episcope summary differs from the re-decoded raw buffer")
     return reasons
+
+
+def _check_extras(capture: Capture, receipt: dict) -> list[str]:
+    """episcope's key against the capture decoded again (absent from a receipt AKA wrote)."""
+    extras = receipt.get("episcope")
+    if not isinstance(extras, dict):
+        return []
+    reasons = []
+    if extras.get("trace_integrity") != integrity_facts(capture):
+        reasons.append("episcope trace_integrity differs from the re-decoded raw buffer")
+    requests = extras.get("interval_requests") or []
+    try:
+        again = summary_extras(capture, tuple(requests))
+    except (ValueError, TypeError) as exc:
+        reasons.append(f"episcope interval_requests cannot be recomputed: {exc}")
+    else:
+        if extras.get("summary") != again:
+            reasons.append("episcope summary differs from the re-decoded raw buffer")
+    return reasons
+
+
+def _check_cuda(receipt: dict, files: dict[str, Path]) -> list[str]:
+    if not all(n in files for n in ("raw", "manifest", "event_dictionary", "trace", "summary")):
+        return []
+    try:
+        raw = files["raw"].read_bytes()
+        if len(raw) > MAX_RAW_BYTES:
+            raise ValueError(f"raw buffer larger than {MAX_RAW_BYTES} bytes")
+        capture = decode_files(raw, load_json(files["manifest"]), load_json(files["event_dictionary"]))
+    except CaptureRejected as exc:
+        return [f"raw capture rejected: {exc}"]
+    except SpecError as exc:
+        return [f"manifest or dictionary rejected: {exc}"]
+    except ValueError as exc:
+        return [f"capture cannot be decoded: {exc}"]
+    return _check_products(capture, files) + _check_extras(capture, receipt)
+
+
+def _check_iket(receipt: dict, base: Path, files: dict[str, Path]) -> list[str]:
+    reasons, capture = validate_iket(receipt, base, files)
+    return reasons + (_check_extras(capture, receipt) if capture is not None else [])
 
 
 def _check_measurement(receipt: dict, base: Path) -> list[str]:
@@ -153,21 +184,9 @@ def validate_receipt(receipt_path: str) -> list[str]:
         reasons.append("receipt workload identity is missing")
     files = _hashed_files(receipt, base, reasons)
     if receipt.get("backend") == "iket":
-        reasons.extend(validate_source(receipt, base, files))
-    if all(n in files for n in ("raw", "manifest", "event_dictionary", "trace", "summary")):
-        try:
-            raw = files["raw"].read_bytes()
-            if len(raw) > MAX_RAW_BYTES:
-                raise ValueError(f"raw buffer larger than {MAX_RAW_BYTES} bytes")
-            capture = decode_files(raw, load_json(files["manifest"]), load_json(files["event_dictionary"]))
-        except CaptureRejected as exc:
-            reasons.append(f"raw capture rejected: {exc}")
-        except SpecError as exc:
-            reasons.append(f"manifest or dictionary rejected: {exc}")
-        except ValueError as exc:
-            reasons.append(f"capture cannot be decoded: {exc}")
-        else:
-            reasons.extend(_check_products(capture, receipt, files))
+        reasons.extend(_check_iket(receipt, base, files))
+    else:
+        reasons.extend(_check_cuda(receipt, files))
     verified = False
     record = receipt.get("correctness_evidence")
     if record is not None and "instrumented_source" in files:
