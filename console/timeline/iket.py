@@ -1,16 +1,18 @@
-"""IKeT route: normalize one ``run-iket`` run into the canonical ATREXLT1 capture.
+"""IKeT route: normalize one ``run-iket`` run into AKA's IKeT artifacts and episcope's ATREXLT1 capture.
 
 The decoded IKeT trace (``*.trace.json``: ``stringTable``, ``locationTable`` of
-``{ctaId, smId, warpId, ...}``, ``launches[{kernelName, grid/block dims, gridId, ranges, markers}]``)
-is checked and rewritten as an ATREXLT1 buffer with one owner per warp (lane 0 of each warp is
-the writer), so decode, summary, Perfetto export, receipt and ``validate`` are the CUDA route's.
+``{ctaId, smId, warpId, ...}``, ``launches`` and ``graphLaunches`` of ``{kernelName, grid/block
+dims, gridId, ranges, markers}``) is checked, then written twice: as AKA's IKeT receipt and
+products (``iket_artifacts``: native index, IKeT manifest, binary identity, trace, summary) and
+as an ATREXLT1 buffer with one owner per warp (lane 0 of each warp is the writer), named under
+the receipt's ``episcope.iket``, which the console decodes like a CUDA capture.
 Checks, all reported together: the kernel regex selects exactly one launch (full match); every
 location lies inside the launch's grid and block and names an SM below 1024; a warp stays on one
-SM; a range keeps one CTA/warp/SM and never ends before it starts; no zero timestamp; every
-dictionary site is observed with its declared kind and no undeclared name appears; the kernel's
-binary (its CUBIN) is identified through IKeT's tracker records. The receipt's ``source`` names
-the capture record, decoded trace, Perfetto trace and tracker record with their SHA-256, and
-``validate`` re-hashes them and re-normalizes the trace byte for byte.
+SM; a range has a start and an end location on one CTA/warp/SM and never ends before it starts;
+no zero timestamp; every dictionary event is observed with its declared kind and no undeclared
+name appears; the kernel's binary (its CUBIN) is identified through IKeT's tracker records.
+``validate_iket`` checks an IKeT receipt of either tool as AKA does and, for episcope's, re-hashes
+its inputs and normalizes the launch again.
 """
 
 from __future__ import annotations
