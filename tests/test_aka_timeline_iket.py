@@ -202,3 +202,14 @@ def test_console_opens_episcopes_iket_receipt_and_says_why_not_akas(workspace):
     assert load_capture(workspace / "ours" / "receipt.json").event_count == 5120
     with pytest.raises(TimelineLoadError, match="without episcope's ATREXLT1 buffer"):
         load_capture(workspace / "iket_explore" / "receipt.json")
+
+
+def test_export_of_an_iket_receipt_uses_episcopes_buffer_and_refuses_akas_with_the_reason(workspace, capsys):
+    export(workspace, "ours", "--correctness", "passed")
+    capsys.readouterr()
+    assert timeline(["export", "--receipt", str(workspace / "ours" / "receipt.json"),
+                     "--output-dir", str(workspace / "traces")]) == 0
+    assert (workspace / "traces" / "trace.perfetto.pb").stat().st_size > 0
+    assert timeline(["export", "--receipt", str(workspace / "iket_explore" / "receipt.json"),
+                     "--output-dir", str(workspace / "traces2")]) == 2
+    assert "without episcope's ATREXLT1 buffer" in capsys.readouterr().err

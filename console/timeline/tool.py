@@ -156,7 +156,12 @@ def run_export(args) -> int:
             receipt = load_json(args.receipt)
             base = Path(args.receipt).parent
             # an IKeT receipt names AKA's IKeT files; episcope's ATREXLT1 buffer is under episcope.iket
-            names = receipt["episcope"]["iket"]["files"] if receipt.get("backend") == "iket" else receipt
+            names = receipt
+            if receipt.get("backend") == "iket":
+                names = ((receipt.get("episcope") or {}).get("iket") or {}).get("files")
+                if not isinstance(names, dict):
+                    return _reject("IKeT receipt without episcope's ATREXLT1 buffer (written by another tool); "
+                                   "its trace is already a Chrome JSON trace")
             raw, manifest, dictionary = (base / _path(names["raw"]), base / _path(names["manifest"]),
                                          base / _path(names["event_dictionary"]))
         elif args.raw and args.manifest and args.dictionary:
