@@ -231,6 +231,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def cancel(workspace: str, job_id: str):
     """Cancel a job through the same code ``episcope jobs cancel`` uses; returns its record."""
+    from console.formats.job_record import job_record_from_obj
     from console.jobs.runner import cancel_job
 
-    return cancel_job(workspace, job_id)
+    return job_record_from_obj(cancel_job(workspace, job_id))

@@ -47,7 +47,7 @@ import evaluate  # noqa: E402  (tools/evaluate.py: the RESULT_JSON builder itsel
 from problem_contract import load_contract  # noqa: E402
 
 from console.commands.init import create_workspace  # noqa: E402
-from console.formats import abba  # noqa: E402
+from console.formats import abba, gpu_side  # noqa: E402
 from console.formats.plainjson import atomic_write_json, dumps  # noqa: E402
 from console.formats.telemetry_builders import SCHEMA_VERSION  # noqa: E402
 
@@ -542,7 +542,7 @@ def build(out: Path, name: str, seed: int) -> Path:
     artifacts_rel = f"{RUNTIME}/episodes/e0001/verification_runtime/verification_artifacts/.atrex_long_horizon_verify/{verify_uuid}"
     artifacts = campaign / artifacts_rel
     command = ["python3", "test_kernel.py"]
-    schedule = [{"revision": rev, "repeat": i // 2} for i, rev in enumerate(abba.abba_schedule(2))]
+    schedule = [{"revision": rev, "repeat": i // 2} for i, rev in enumerate(gpu_side.abba_schedule(2))]
     runs = []
     for revision_step in schedule:
         table = FAST_US if revision_step["revision"] == "candidate" else NAIVE_US
@@ -552,7 +552,7 @@ def build(out: Path, name: str, seed: int) -> Path:
                      "stdout_tail": evaluate.result_line(result)[-2000:], "stderr_tail": ""})
     batches = [("0001", [0, 1, 2, 3]), ("0002", [4])]
     for number, shape_ids in batches:
-        request = {"schema_version": abba.PAYLOAD_SCHEMA, "schedule": schedule,
+        request = {"schema_version": gpu_side.PAYLOAD_SCHEMA, "schedule": schedule,
                    "command": [*command, "--shape-id", ",".join(map(str, shape_ids))], "run_timeout_seconds": 600,
                    "manifests": {"incumbent": {"commit": base_commit, "kernel_sha256": base_eval["kernel_sha256"]},
                                  "candidate": {"commit": candidate, "kernel_sha256": final_eval["kernel_sha256"]}}}
@@ -568,9 +568,9 @@ def build(out: Path, name: str, seed: int) -> Path:
             sub["ref_latency_us_by_shape"] = {k: v for k, v in run["result"]["ref_latency_us_by_shape"].items() if k in sub_ids}
             batch_runs.append({**run, "result": sub, "stdout_tail": evaluate.result_line(sub)[-2000:]})
         atomic_write_json(artifacts / f"result-{number}.json",
-                          {"schema_version": abba.PAYLOAD_SCHEMA, "runs": batch_runs, "error": None, "shape_batch_count": 1})
+                          {"schema_version": gpu_side.PAYLOAD_SCHEMA, "runs": batch_runs, "error": None, "shape_batch_count": 1})
     atomic_write_json(artifacts / "result.json",
-                      {"schema_version": abba.PAYLOAD_SCHEMA, "runs": runs, "error": None, "shape_batch_count": len(batches)})
+                      {"schema_version": gpu_side.PAYLOAD_SCHEMA, "runs": runs, "error": None, "shape_batch_count": len(batches)})
     verdict = abba.compute_verdict([abba.parse_abba_run(r) for r in runs], 2, artifact=artifacts_rel).to_json()
 
     # -- promotion: kernel.py from the candidate plus memory v1, one commit on main ------

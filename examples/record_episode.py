@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO / "tools"))
 from problem_contract import load_contract  # noqa: E402
 
 from console.commands.init import create_workspace  # noqa: E402
-from console.formats import abba  # noqa: E402
+from console.formats import gpu_side  # noqa: E402
 from console.formats.plainjson import atomic_write_json  # noqa: E402
 from console.timeline.manifest import EVENTS_SCHEMA  # noqa: E402
 
@@ -123,7 +123,7 @@ def run(argv: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
     for stream in (proc.stdout, proc.stderr):
         for line in stream.splitlines():
             # the ABBA verdict repeats every run's output; the artifacts keep it
-            if not line.startswith(("==PROF==", "[profile_driver]", abba.ABBA_PREFIX)):
+            if not line.startswith(("==PROF==", "[profile_driver]", gpu_side.ABBA_PREFIX)):
                 print(f"    | {line}", flush=True)
     return proc
 
@@ -645,10 +645,10 @@ class Recorder:
                     "--repeats", "2", "--min-improvement-pct", str(MIN_IMPROVEMENT_PCT),
                     "--output-dir", str(artifacts), "--artifact-root", str(self.campaign),
                     "--", "python3", "test_kernel.py"], self.campaign, self.supervisor_env())
-        line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith(abba.ABBA_PREFIX)), None)
+        line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith(gpu_side.ABBA_PREFIX)), None)
         if line is None:
             fail("tools/abba.py printed no verdict")
-        self.verdict = json.loads(line[len(abba.ABBA_PREFIX):])
+        self.verdict = json.loads(line[len(gpu_side.ABBA_PREFIX):])
         log(f"episode {self.n}: ABBA {self.verdict['gate']}: incumbent {self.verdict['incumbent_latency_us']:.3f} us, "
             f"candidate {self.verdict['candidate_latency_us']:.3f} us, improvement {self.verdict['improvement_pct']:.2f}%")
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.formats.abba import ABBA_PREFIX, parse_abba_batch, read_abba_request, read_abba_verdict
+from console.formats.abba import parse_abba_batch, read_abba_request, read_abba_verdict
+from console.formats.gpu_side import ABBA_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "abba.py"

@@ -10,7 +10,6 @@ import pytest
 
 from console.formats.abba import (
     AbbaRun,
-    abba_schedule,
     compute_verdict,
     parse_abba_batch,
     parse_abba_run,
@@ -18,6 +17,7 @@ from console.formats.abba import (
     read_abba_request,
     read_abba_verdict,
 )
+from console.formats.gpu_side import abba_schedule
 from console.formats.problems import FormatError
 
 

@@ -13,10 +13,10 @@ import pytest
 from console.formats.evaluations import (
     RESULT_PREFIX,
     EvaluationRecord,
-    evaluation_record,
     parse_evaluation_line,
     parse_result_json,
 )
+from console.formats.gpu_side import evaluation_record
 from console.formats.jsonio import append_json_line
 from console.formats.problems import FormatError
 from console.jobs.results import ResultScanner
@@ -80,7 +80,7 @@ def test_result_wrong_types_name_the_field(obj, field):
 
 
 def last_result(stdout: str | bytes):
-    """The verdict the sandbox takes from an evaluator's stdout."""
+    """The verdict the sandbox takes from an evaluator's stdout (the RESULT_JSON object, checked)."""
     scanner = ResultScanner()
     scanner.feed(stdout.encode() if isinstance(stdout, str) else stdout)
     return scanner.result()
@@ -96,8 +96,8 @@ def test_the_last_result_line_counts_amid_noise():
             "bye",
         ]
     )
-    assert last_result(stdout).latency_us_geomean == 41.25
-    assert last_result(stdout.encode()).all_pass is True
+    assert last_result(stdout)["latency_us_geomean"] == 41.25
+    assert last_result(stdout.encode())["all_pass"] is True
     assert last_result("no result here\n") is None
     with pytest.raises(FormatError):
         last_result(RESULT_PREFIX + "{truncated")
@@ -106,13 +106,13 @@ def test_the_last_result_line_counts_amid_noise():
 def test_nan_written_by_python_json_is_read():
     # A NaN-producing kernel: Python's json writes NaN, which strict JSON refuses.
     line = RESULT_PREFIX + json.dumps(dict(OLDER_RESULT, max_abs_err=float("nan")))
-    assert math.isnan(last_result(line).max_abs_err)
+    assert math.isnan(last_result(line)["max_abs_err"])
 
 
 def test_the_evaluator_line_of_a_real_process():
     code = f"import json; print('warmup'); print({RESULT_PREFIX!r} + json.dumps({RESULT!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert last_result(out).eval_id == "eval-5c1e"
+    assert last_result(out)["eval_id"] == "eval-5c1e"
 
 
 def test_schema_2_record_round_trip(tmp_path):
@@ -159,5 +159,5 @@ def test_writer_refuses_what_the_reader_would_refuse():
         evaluation_record(RESULT, kernel_sha256="abc", gateway_kind="run", job_id=None)
     with pytest.raises(FormatError):
         evaluation_record(RESULT, kernel_sha256=SHA, gateway_kind="profile", job_id=None)
-    from_parsed = evaluation_record(parse_result_json(RESULT), kernel_sha256=SHA, gateway_kind="dev", job_id=None)
+    from_parsed = evaluation_record(parse_result_json(RESULT).raw, kernel_sha256=SHA, gateway_kind="dev", job_id=None)
     assert from_parsed["result"] == RESULT

@@ -93,10 +93,10 @@ def test_run_job_in_a_thread_streams_output_and_cancels_by_record(tmp_path):
     final = cancel_job(ws, record.job_id)  # no signal to our own process: the record asks
     worker.join(timeout=20)
     result = outcome["value"]
-    assert final.state == result.state == "cancelled" and result.code == 1
+    assert final["state"] == result.state == "cancelled" and result.code == 1
     assert group_members(record.pgid) == []
     assert seen("stdout") == b"up\n" and seen("stderr").startswith(b"err\n[sandbox] cancelled")
-    assert result.record.job_id == record.job_id and result.exit_code is not None
+    assert result.record["job_id"] == record.job_id and result.exit_code is not None
 
 
 def test_run_job_cancel_event_while_queued(tmp_path):
@@ -112,7 +112,7 @@ def test_run_job_cancel_event_while_queued(tmp_path):
     timer.start()
     outcome = run_job(request_for(ws, PY, "-c", "print('never')"), None, cancel=cancel)
     assert (outcome.state, outcome.code, outcome.exit_code) == ("cancelled", 1, None)
-    assert outcome.record.started_at is None and outcome.record.pid is None
+    assert outcome.record.get("started_at") is None and outcome.record.get("pid") is None
     for slot in held:
         slot.release()
     assert run_job(request_for(ws, PY, "-c", "pass")).state == "succeeded"
@@ -132,7 +132,7 @@ def test_jobs_verb_lists_logs_and_refuses(tmp_path):
     assert header.split()[:3] == ["JOB", "STATE", "KIND"] and row.split()[:3] == [outcome.job_id, "succeeded", "dev"]
     listed = json.loads(episcope("jobs", str(ws), "--json").stdout)
     assert [j["job_id"] for j in listed["jobs"]] == [outcome.job_id] and listed["unreadable"] == []
-    assert listed["jobs"][0] == outcome.record.to_json()
+    assert listed["jobs"][0] == job_record_from_obj(outcome.record).to_json()
     assert episcope("jobs", "log", outcome.job_id, "--workspace", str(ws)).stdout == "to out\n"
     assert episcope("jobs", "log", outcome.job_id, "--stderr", "--workspace", str(ws)).stdout == "to err\n"
     finished = episcope("jobs", "cancel", outcome.job_id, "--workspace", str(ws))

@@ -39,9 +39,10 @@ if (_ROOT / "console" / "__init__.py").is_file() and str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from console.episode.git_repo import GitUnavailable, run_git  # noqa: E402
-from console.formats import abba  # noqa: E402
-from console.formats.evaluations import RESULT_PREFIX  # noqa: E402
+from console.formats import gpu_side  # noqa: E402
+from console.formats.gpu_side import RESULT_PREFIX  # noqa: E402
 from console.formats.plainjson import append_json_line, atomic_write_json, dumps  # noqa: E402
+from console.formats.problems import FormatError  # noqa: E402
 from console.jobs.local import run_process  # noqa: E402
 
 VERIFY_DIR = ".atrex_long_horizon_verify"
@@ -117,9 +118,9 @@ def run_schedule(args, repo: Path, verify: Path, work: Path, stop: threading.Eve
         dirs[revision].mkdir()
         sha = materialise(repo, commits["incumbent"], commit, dirs[revision])
         manifests[revision] = {"commit": commit, "kernel_sha256": sha}
-    schedule = [{"revision": rev, "repeat": i // 2} for i, rev in enumerate(abba.abba_schedule(args.repeats))]
+    schedule = [{"revision": rev, "repeat": i // 2} for i, rev in enumerate(gpu_side.abba_schedule(args.repeats))]
     request = {
-        "schema_version": abba.PAYLOAD_SCHEMA,
+        "schema_version": gpu_side.PAYLOAD_SCHEMA,
         "schedule": schedule,
         "command": list(args.command),
         "run_timeout_seconds": args.run_timeout,
@@ -190,20 +191,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    payload = {"schema_version": abba.PAYLOAD_SCHEMA, "runs": runs, "error": None}
+    payload = {"schema_version": gpu_side.PAYLOAD_SCHEMA, "runs": runs, "error": None}
     atomic_write_json(verify / "result-0001.json", payload)
     atomic_write_json(verify / "result.json", {**payload, "shape_batch_count": 1})
     artifact = os.path.relpath(verify, args.artifact_root) if args.artifact_root else str(verify)
     try:
-        parsed = [abba.parse_abba_run(run) for run in runs]
-    except abba.FormatError as exc:
-        verdict = abba.AbbaVerdict("ERROR", None, None, None, None, f"malformed run: {exc}", artifact, None, None, {})
-    else:
-        verdict = abba.compute_verdict(parsed, args.repeats, args.min_improvement_pct, artifact=artifact)
-    print(abba.ABBA_PREFIX + dumps(verdict.to_json()).decode(), flush=True)
+        checked = [gpu_side.check_run(run, f"runs[{index}]") for index, run in enumerate(runs)]
+        verdict = {**gpu_side.abba_verdict(checked, args.repeats, args.min_improvement_pct), "runs": runs}
+    except FormatError as exc:  # the verdict names the malformed run and leaves the runs out
+        verdict = {"gate": "ERROR", "candidate_latency_us": None, "incumbent_latency_us": None,
+                   "improvement_pct": None, "error": f"malformed run: {exc}", "runs": None}
+    verdict.update(artifact=artifact, candidate_performance_score=None, incumbent_performance_score=None)
+    print(gpu_side.ABBA_PREFIX + dumps(verdict).decode(), flush=True)
     if stop.is_set():
         return 130
-    return 0 if verdict.passed else 1
+    return 0 if verdict["gate"] == "PASS" and verdict["error"] is None else 1
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ def render_table(records) -> str:
 
 def _cancel(words: list[str], workspace: str | None) -> int:
     from console.cli import EXIT_FAILURE, CommandError
+    from console.formats.job_record import job_record_from_obj
     from console.jobs.runner import UnknownJob, cancel_job
 
     root, _, record = _find_job(words, workspace)
@@ -142,7 +143,7 @@ def _cancel(words: list[str], workspace: str | None) -> int:
         print(f"job {visible(record.job_id)} already {visible(record.state)}", file=sys.stderr)
         return EXIT_FAILURE
     try:
-        final = cancel_job(root, record.job_id)
+        final = job_record_from_obj(cancel_job(root, record.job_id))
     except UnknownJob as exc:
         raise CommandError(str(exc)) from None
     print(f"{visible(final.job_id)} {visible(final.state)}")

@@ -9,9 +9,9 @@ type is one :class:`~problems.FormatError` line naming the field path, and ``to_
 parses back to an equal record. Documents are read only from bounded regular files
 (:mod:`bounded_read`).
 
-Three families keep standard-library ``NamedTuple`` records checked by :mod:`fields`:
-evaluator results (``evaluations``), ABBA runs and verdicts (``abba``) and sandbox job
-records (``job_record``). The GPU machine imports them (``tools/abba.py``, the sandbox)
-and has no msgspec. The timeline and PROFILE_JSON readers are lenient by design: a value of
-the wrong type reads as ``None`` rather than refusing the document.
+The GPU machine has no msgspec: what its tools (``tools/abba.py``, the sandbox) must check
+of evaluator results, ABBA runs and job records is in :mod:`gpu_side`, standard library only,
+and a test pins that it accepts and refuses what the records here do. The timeline and
+PROFILE_JSON readers are lenient by design: a value of the wrong type reads as ``None``
+rather than refusing the document.
 """

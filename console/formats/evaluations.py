@@ -1,46 +1,46 @@
-"""Evaluator results and ``.atrex_long_horizon/evaluations.jsonl`` (FORMATS §6).
+"""Evaluator results and ``.atrex_long_horizon/evaluations.jsonl`` (FORMATS §6), as the host reads them.
 
 The evaluator prints one ``[test_kernel] RESULT_JSON={...}`` line; inside an episode every
 result is also appended to ``evaluations.jsonl``. Schema 2 records carry the sha256 of the
-``kernel.py`` they measured; schema 1 records do not.
-
-Standard library only (json, not orjson): the evaluator side runs on the GPU machine.
-Python's json also accepts the NaN tokens an evaluator writes for a NaN-producing kernel.
+``kernel.py`` they measured; schema 1 records do not. The sandbox on the GPU machine checks
+and writes these with :mod:`gpu_side`; lines are decoded by the standard library there and
+here, which accepts the NaN tokens an evaluator writes for a NaN-producing kernel.
 """
 
-# Annotations are evaluated here (no __future__ import): typing.NamedTuple would compile
-# each string annotation into a ForwardRef, doubling the cost of defining these records.
-import re
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from __future__ import annotations
 
-from .fields import Fields, loads_lenient
+from typing import Annotated, Any
+
+import msgspec
+
+from .gpu_side import RESULT_PREFIX, loads_lenient
 from .problems import FormatError
-
-RESULT_PREFIX = "[test_kernel] RESULT_JSON="
-SCHEMA_VERSION = 2
-GATEWAY_KINDS = ("run", "dev")
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+from .records import Record, as_object, blank_to_none, convert
 
 
-class EvaluatorResult(NamedTuple):
-    """One evaluator verdict (the RESULT_JSON object)."""
+class EvaluatorResult(Record, frozen=True):
+    """One evaluator verdict (the RESULT_JSON object); fields it lacks are ``None``."""
 
     all_pass: bool
-    failures: tuple[str, ...] | None
-    latency_us_geomean: float | None
-    latency_us_arith_mean: float | None
-    latency_us_by_shape: Mapping[str, float | None] | None
-    speedup_vs_ref_geomean: float | None
-    max_abs_err: float | None
-    max_rel_err: float | None
-    evaluator: str | None
-    eval_id: str | None
-    performance_objective: str | None  # newer generation
-    performance_score: float | None  # newer generation
-    raw: dict[str, Any]
+    failures: tuple[str, ...] | None = None
+    latency_us_geomean: float | None = None
+    latency_us: float | None = None  # what older evaluators call the geometric mean
+    latency_us_arith_mean: float | None = None
+    latency_us_by_shape: dict[str, float | None] | None = None
+    speedup_vs_ref_geomean: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    evaluator: str | None = None
+    eval_id: str | int | None = None  # kept as a string
+    performance_objective: str | None = None  # newer generation
+    performance_score: float | None = None  # newer generation
+    raw: dict[str, Any] = {}  # the object as written
+
+    def __post_init__(self) -> None:
+        if self.latency_us_geomean is None:
+            msgspec.structs.force_setattr(self, "latency_us_geomean", self.latency_us)
+        if isinstance(self.eval_id, int):
+            msgspec.structs.force_setattr(self, "eval_id", str(self.eval_id))
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
@@ -52,30 +52,8 @@ class EvaluatorResult(NamedTuple):
 
 
 def parse_result_json(obj: Any, where: str | None = None) -> EvaluatorResult:
-    """Type-check a decoded RESULT_JSON object; ``all_pass`` is required, the rest may be
-    absent (``None``). Older evaluators name the geometric mean ``latency_us``."""
-    f = Fields(obj, where)
-    all_pass = f.boolean("all_pass")
-    if all_pass is None:
-        raise FormatError(f"{f.name('all_pass')} is missing")
-    geomean = f.number("latency_us_geomean")
-    if geomean is None:
-        geomean = f.number("latency_us")
-    return EvaluatorResult(
-        all_pass=all_pass,
-        failures=f.strings("failures"),
-        latency_us_geomean=geomean,
-        latency_us_arith_mean=f.number("latency_us_arith_mean"),
-        latency_us_by_shape=f.numbers_by_key("latency_us_by_shape"),
-        speedup_vs_ref_geomean=f.number("speedup_vs_ref_geomean"),
-        max_abs_err=f.number("max_abs_err"),
-        max_rel_err=f.number("max_rel_err"),
-        evaluator=f.string("evaluator"),
-        eval_id=f.ident("eval_id"),
-        performance_objective=f.string("performance_objective"),
-        performance_score=f.number("performance_score"),
-        raw=obj,
-    )
+    """A decoded RESULT_JSON object; ``all_pass`` is required, the rest may be absent (``None``)."""
+    return msgspec.structs.replace(convert(as_object(obj, where), EvaluatorResult, where), raw=obj)
 
 
 def parse_result_line(line: str) -> EvaluatorResult:
@@ -86,72 +64,35 @@ def parse_result_line(line: str) -> EvaluatorResult:
     return parse_result_json(loads_lenient(text[len(RESULT_PREFIX):]))
 
 
-class EvaluationRecord(NamedTuple):
-    """One line of ``evaluations.jsonl``."""
+class EvaluationRecord(Record, frozen=True):
+    """One line of ``evaluations.jsonl``; versions above 2 are read as schema 2 (fingerprinted)."""
 
-    schema_version: int
-    timestamp: str | None
-    gateway_kind: str | None
-    job_id: str | None
-    kernel_sha256: str | None  # None for schema 1, which predates fingerprints
+    schema_version: Annotated[int, msgspec.Meta(ge=1)]
     result: EvaluatorResult
-    raw: dict[str, Any]
+    timestamp: str | None = None
+    gateway_kind: str | None = None
+    job_id: str | int | None = None  # kept as a string
+    kernel_sha256: str | None = None  # None for schema 1, which predates fingerprints
+    raw: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        blank_to_none(self, ("kernel_sha256",))
+        if self.schema_version < 2:
+            msgspec.structs.force_setattr(self, "kernel_sha256", None)
+        if isinstance(self.job_id, int):
+            msgspec.structs.force_setattr(self, "job_id", str(self.job_id))
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
 
-def parse_evaluation_line(line: bytes | str) -> EvaluationRecord:
-    """Decode one ``evaluations.jsonl`` line; raise :class:`FormatError` with a one-line reason.
 
-    ``schema_version`` is required; versions above 2 are read as schema 2 (fingerprinted).
-    """
+def parse_evaluation_line(line: bytes | str) -> EvaluationRecord:
+    """Decode one ``evaluations.jsonl`` line; raise :class:`FormatError` with a one-line reason."""
     return evaluation_from_obj(loads_lenient(line))
 
 
 def evaluation_from_obj(obj: Any) -> EvaluationRecord:
-    f = Fields(obj)
-    schema = f.integer("schema_version")
-    if schema is None:
-        raise FormatError("schema_version is missing")
-    if schema < 1:
-        raise FormatError(f"schema_version is {schema}, not 1 or 2")
-    if not f.has("result"):
-        raise FormatError("result is missing")
-    sha = f.text("kernel_sha256")
-    return EvaluationRecord(
-        schema_version=schema,
-        timestamp=f.string("timestamp"),
-        gateway_kind=f.string("gateway_kind"),
-        job_id=f.ident("job_id"),
-        kernel_sha256=sha if schema >= 2 else None,
-        result=parse_result_json(f.value("result"), "result"),
-        raw=obj,
-    )
+    record = convert(as_object(obj), EvaluationRecord)
+    result = msgspec.structs.replace(record.result, raw=obj["result"])
+    return msgspec.structs.replace(record, result=result, raw=obj)
 
-
-def evaluation_record(
-    result_obj: Any,
-    *,
-    kernel_sha256: str,
-    gateway_kind: str,
-    job_id: str | None,
-    timestamp: str | None = None,
-) -> dict[str, Any]:
-    """A schema-2 ``evaluations.jsonl`` record for a writer to append.
-
-    The result is validated first, so a writer never appends a line its own reader refuses.
-    """
-    result = result_obj.raw if isinstance(result_obj, EvaluatorResult) else result_obj
-    parse_result_json(result, "result")
-    if not isinstance(kernel_sha256, str) or not _SHA256.fullmatch(kernel_sha256):
-        raise FormatError("kernel_sha256 must be 64 lowercase hex digits")
-    if gateway_kind not in GATEWAY_KINDS:
-        raise FormatError(f"gateway_kind is {gateway_kind!r}, not one of {', '.join(GATEWAY_KINDS)}")
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "timestamp": timestamp or datetime.now(UTC).isoformat(),
-        "gateway_kind": gateway_kind,
-        "job_id": job_id,
-        "kernel_sha256": kernel_sha256,
-        "result": result,
-    }

@@ -10,8 +10,8 @@ A memory version, written ``12`` or ``"v12"``, is read as :class:`Version`; a fr
 value shown as text (an experiment's structured ``evidence``) is
 :class:`Rendered`: JSON text when it is not a string.
 
-Readers on the GPU machine (evaluations, abba, job records) cannot use this module: that
-machine has no msgspec.
+The GPU machine has no msgspec: what it must check itself of evaluator results, ABBA runs
+and job records is in :mod:`gpu_side`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .jsonio import read_json_document
 from .problems import FormatError, ReadResult, Unreadable, one_line
 
 T = TypeVar("T")
@@ -108,6 +107,16 @@ def field_error(message: str, where: str | None = None) -> str:
     return one_line(f"{path}: {text}" if path else text)
 
 
+def as_object(obj: Any, where: str | None = None) -> dict[str, Any]:
+    """``obj``, to convert to a record that keeps the object as written in its ``raw``
+    field: :class:`FormatError` naming its place (``document`` at the top) unless it is a
+    JSON object; a ``raw`` key of its own is not the record's to read."""
+    if not isinstance(obj, dict):
+        kind = "array" if isinstance(obj, list) else type(obj).__name__
+        raise FormatError(f"{where or 'document'}: Expected `object`, got `{kind}`")
+    return {key: value for key, value in obj.items() if key != "raw"} if "raw" in obj else obj
+
+
 def blank_to_none(record: msgspec.Struct, names: tuple[str, ...]) -> None:
     """AKA writes ``""`` for an unset commit or error: read it as absent (``None``).
     For ``__post_init__`` of a frozen record, as msgspec intends ``force_setattr``."""
@@ -122,6 +131,8 @@ def read_document(path: str | os.PathLike[str], parse: Callable[[Any, Callable[[
 
     Never raises: a path the OS refuses is reported like any unreadable document.
     """
+    from .jsonio import read_json_document  # orjson: kept out of `episcope jobs`, which reads job records only
+
     notes: list[str] = []
     result: ReadResult[T] = read_json_document(path, lambda obj: parse(obj, notes.append))
     if result.value is None or not notes:

@@ -16,7 +16,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from console.formats.job_record import JOB_SCHEMA, RECORD_NAME, JobRecord, job_dir, job_record_from_obj
+from console.formats.gpu_side import JOB_SCHEMA, RECORD_NAME, check_job_record, job_dir
 from console.formats.plainjson import atomic_write_json
 from console.formats.telemetry_builders import sandbox_category, utc_timestamp
 
@@ -133,8 +133,9 @@ class JobRecordWriter:
     def write(self) -> None:
         atomic_write_json(self.path, self.fields)
 
-    def record(self) -> JobRecord:
-        return job_record_from_obj(dict(self.fields))
+    def record(self) -> dict:
+        """The record as written, checked as any reader of it checks it."""
+        return check_job_record(dict(self.fields))
 
 
 def request_cancel(directory: Path) -> None:

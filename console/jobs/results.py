@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from console.formats.evaluations import RESULT_PREFIX, EvaluatorResult, evaluation_record, parse_result_line
+from console.formats.gpu_side import RESULT_PREFIX, evaluation_record, parse_result_line
 from console.formats.plainjson import append_json_line, atomic_write_bytes, dumps
 from console.formats.problems import FormatError
 
@@ -65,8 +65,8 @@ class ResultScanner:
         if line.lstrip().startswith(_PREFIX):
             self.last_line = line.decode("utf-8", errors="replace")
 
-    def result(self) -> EvaluatorResult | None:
-        """The verdict, ``None`` without a result line; :class:`FormatError` when malformed."""
+    def result(self) -> dict | None:
+        """The verdict (the RESULT_JSON object), ``None`` without a result line; :class:`FormatError` when malformed."""
         self.close()
         return None if self.last_line is None else parse_result_line(self.last_line)
 
@@ -96,7 +96,7 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-def append_evaluation(workspace: Path, result: EvaluatorResult, *, job_id: str, gateway_kind: str) -> dict | None:
+def append_evaluation(workspace: Path, result: dict, *, job_id: str, gateway_kind: str) -> dict | None:
     """Append a schema-2 record for ``result``; ``None`` when there is no kernel.py to fingerprint."""
     sha = file_sha256(workspace / "kernel.py")
     if sha is None:
@@ -172,7 +172,7 @@ def exit_status(
     state: str,
     returncode: int | None,
     *,
-    result: EvaluatorResult | None = None,
+    result: dict | None = None,
     result_error: str | None = None,
     profile_error: str | None = None,
 ) -> int:
@@ -187,7 +187,7 @@ def exit_status(
             return EXIT_UNPARSEABLE
         if result is None:
             return EXIT_FAILED if returncode != 0 else EXIT_UNPARSEABLE
-        return EXIT_OK if result.all_pass and returncode == 0 else EXIT_FAILED
+        return EXIT_OK if result["all_pass"] and returncode == 0 else EXIT_FAILED
     if profile_error is not None:
         return EXIT_UNPARSEABLE
     return EXIT_OK if returncode == 0 else EXIT_FAILED

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.formats.job_record import RECORD_NAME, JobRecord, job_dir, read_job_record
+from console.formats.gpu_side import RECORD_NAME, TERMINAL_STATES, job_dir, read_job_record
 from console.formats.plainjson import append_line
 from console.formats.problems import FormatError
 from console.formats.profile_record import profile_job_record
@@ -59,7 +59,7 @@ class JobOutcome:
     state: str  # a terminal job state: succeeded | failed | cancelled | timed_out
     code: int  # the sandbox's exit status (FORMATS §8)
     exit_code: int | None  # the command's own status; None when it never started
-    record: JobRecord
+    record: dict  # the job record as written (console.formats.job_record reads it)
     result: dict | None = None  # the evaluator's RESULT_JSON (kind run)
     profile: dict | None = None  # gateway_profile.json (kind profile)
     synced: tuple[str, ...] = ()
@@ -318,7 +318,7 @@ def _run_in_slot(
         exit_code=outcome.returncode,
         message=message,
         on_output=on_output,
-        result=result.raw if result is not None else None,
+        result=result,
         profile=profile,
         synced=synced.synced,
         refused=synced.refused,
@@ -381,15 +381,15 @@ class UnknownJob(LookupError):
     pass
 
 
-def _supervisor_of(record: JobRecord) -> int | None:
+def _supervisor_of(record: dict) -> int | None:
     """The pid of the job's supervisor, when the record names it truly; else ``None``.
 
     A record is written by the sandbox, but it lies in the workspace, where a job may write:
     its pid is trusted only when that process started when the record says it did and is a
     supervisor of this very job. A group id is never trusted: nothing is killed by group.
     """
-    pid = record.pid
-    if not same_process(pid, record.raw.get("pid_started")):
+    pid = record.get("pid")
+    if not same_process(pid, record.get("pid_started")):
         return None
     try:
         args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -399,12 +399,12 @@ def _supervisor_of(record: JobRecord) -> int | None:
         job_id = args[args.index(b"--job-id") + 1]
     except (ValueError, IndexError):
         return None
-    if os.fsencode(str(SUPERVISOR)) not in args[:3] or job_id != record.job_id.encode():
+    if os.fsencode(str(SUPERVISOR)) not in args[:3] or job_id != record["job_id"].encode():
         return None
     return pid
 
 
-def stop_supervisor(record: JobRecord, *, wait: float = KILL_GRACE_SECONDS + SUPERVISOR_SLACK_SECONDS) -> bool:
+def stop_supervisor(record: dict, *, wait: float = KILL_GRACE_SECONDS + SUPERVISOR_SLACK_SECONDS) -> bool:
     """Ask the job's supervisor to end the job's whole tree; wait until it has.
 
     Returns whether a supervisor of this job was found.
@@ -412,7 +412,7 @@ def stop_supervisor(record: JobRecord, *, wait: float = KILL_GRACE_SECONDS + SUP
     pid = _supervisor_of(record)
     if pid is None:
         return False
-    started = record.raw.get("pid_started")
+    started = record.get("pid_started")
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -423,8 +423,8 @@ def stop_supervisor(record: JobRecord, *, wait: float = KILL_GRACE_SECONDS + SUP
     return True
 
 
-def cancel_job(workspace: str | os.PathLike, job_id: str, *, wait: float = KILL_GRACE_SECONDS + 5.0) -> JobRecord:
-    """Cancel a queued or running job and return its final record.
+def cancel_job(workspace: str | os.PathLike, job_id: str, *, wait: float = KILL_GRACE_SECONDS + 5.0) -> dict:
+    """Cancel a queued or running job and return its final record (as written).
 
     The runner is asked through a cancel request file it polls, so it records the
     cancellation itself. If the job is not over within ``wait`` seconds (its runner hangs),
@@ -439,16 +439,16 @@ def cancel_job(workspace: str | os.PathLike, job_id: str, *, wait: float = KILL_
         reason = found.problems[0].error if found.problems else "no such job"
         raise UnknownJob(f"job {job_id}: {reason}")
     record = found.value
-    if record.terminal:
+    if record["state"] in TERMINAL_STATES:
         return record
     request_cancel(directory)
     deadline = time.monotonic() + wait
     current = record
     while time.monotonic() < deadline:
         current = read_job_record(path).value or current
-        if current.terminal:
+        if current["state"] in TERMINAL_STATES:
             break
         time.sleep(0.1)
-    if not current.terminal or current.state == "lost":
+    if current["state"] not in TERMINAL_STATES or current["state"] == "lost":
         stop_supervisor(current)
     return read_job_record(path).value or current

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from console.formats.job_record import MAX_SANDBOX_JOBS, SANDBOX_DIR
+from console.formats.gpu_side import MAX_SANDBOX_JOBS, SANDBOX_DIR
 
 POLL_SECONDS = 0.2
 

@@ -270,7 +270,7 @@ def test_a_record_pointing_at_another_jobs_supervisor_does_not_stop_that_job(ws)
         cancel_job(ws, directory.name, wait=0.5)
         path = ws / ".atrex_long_horizon" / "sandbox" / running.job_id / "job.json"
         assert read_job_record(path).value.state == "running" and other.poll() is None
-        assert cancel_job(ws, running.job_id).state == "cancelled"  # its own record does stop it
+        assert cancel_job(ws, running.job_id)["state"] == "cancelled"  # its own record does stop it
         other.communicate(timeout=30)
     finally:
         if other.poll() is None:
