@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from console.formats import gpu_side
 from console.formats.job_record import JOB_SCHEMA, job_record_from_obj, list_job_records, read_job_record
 from console.formats.problems import FormatError
 from console.jobs import JobRequest, cancel_job, parse_request, run_job
@@ -59,6 +60,16 @@ def test_missing_and_broken_records(tmp_path):
     records, problems = list_job_records(tmp_path)
     assert [r.job_id for r in records] == ["20260102T000000Z-bbbbbb", "20260101T000000Z-aaaaaa"]
     assert len(problems) == 1 and problems[0].path == str(broken) and "invalid JSON" in problems[0].error
+
+
+def test_a_wrongly_typed_field_makes_the_record_unreadable_with_its_name(tmp_path):
+    write_record(tmp_path, "20260101T000000Z-aaaaaa")
+    bad = write_record(tmp_path, "20260102T000000Z-bbbbbb", argv=["python", 3])
+    records, problems = list_job_records(tmp_path)
+    assert [r.job_id for r in records] == ["20260101T000000Z-aaaaaa"]
+    assert len(problems) == 1 and problems[0].path == str(bad) and problems[0].error.startswith("argv[1]: ")
+    # The sandbox's own reader refuses it too, naming the same field.
+    assert gpu_side.read_job_record(bad).problems[0].error.startswith("argv[1]: ")
 
 
 def request_for(ws: Path, *argv: str, timeout: float = 30) -> JobRequest:
