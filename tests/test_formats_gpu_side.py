@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -66,6 +67,12 @@ def test_both_sides_accept_and_refuse_the_same(check, read, good, data):
             del obj[key]
     gpu, host = verdict_of(check, obj), verdict_of(read, obj)
     assert (gpu is None) == (host is None), (gpu, host, obj)
+
+
+def test_both_sides_name_the_same_values():
+    assert get_args(abba.Revision) == gpu_side.REVISIONS and get_args(abba.Gate) == gpu_side.GATES
+    assert get_args(job_record.JobState) == gpu_side.JOB_STATES
+    assert get_args(get_type_hints(job_record.JobRecord)["schema"]) == (gpu_side.JOB_SCHEMA,)
 
 
 @pytest.mark.parametrize("check, read, good", PAIRS, ids=lambda v: getattr(v, "__name__", ""))
