@@ -137,6 +137,8 @@ class AbbaVerdict(Record, frozen=True):
 
 
 # -- parsing ---------------------------------------------------------------------------
+# A nested record (a run's result, a payload's or verdict's runs) is converted apart, with
+# its path: each keeps the object it was read from in ``raw``, which its to_json returns.
 
 
 def parse_abba_run(obj: Any, where: str | None = None) -> AbbaRun:
