@@ -92,3 +92,31 @@ def test_the_console_without_a_terminal_is_one_line_and_no_escape_codes(tmp_path
     assert done.returncode == 2 and done.stdout == b""
     assert done.stderr.count(b"\n") == 1 and b"needs a terminal" in done.stderr and b"\x1b" not in done.stderr
     assert not (tmp_path / "state").exists()  # nothing recorded either
+
+
+def test_a_newcomer_opens_the_bundled_archive_at_80x24(tmp_path):
+    """The README's first command at 80x24, then the first keys a person tries: the rejected
+    verification is in sight, the GPU pane says why it is empty, a job key says why it is
+    refused, and q leaves nothing behind."""
+    archive = Path(__file__).resolve().parents[1] / "examples" / "episodes" / "row_softmax-h200.tar.gz"
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+               TERM="xterm-256color")
+    env.pop("TMUX", None)
+    tmux = Tmux(f"episcope-newcomer-{os.getpid()}", env)
+    tmux.run("new-session", "-d", "-s", "console", "-x", "80", "-y", "24", " ".join([*episcope_argv(), str(archive)]))
+    try:
+        screen = tmux.wait_for("ABBA a3762e03")
+        assert "READ-ONLY" in screen and "FAIL -48.2" in screen and "row_softmax_online" in screen
+        tmux.keys("5")
+        tmux.keys("Enter")
+        tmux.wait_for("not sampled (archive")
+        tmux.keys("Escape")
+        tmux.keys("s")
+        tmux.wait_for("not now (archive:")
+        tmux.keys("q")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and tmux.run("has-session", "-t", "console", check=False).returncode == 0:
+            time.sleep(0.2)
+        assert tmux.run("has-session", "-t", "console", check=False).returncode != 0
+    finally:
+        tmux.run("kill-server", check=False)

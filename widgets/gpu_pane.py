@@ -55,7 +55,7 @@ class GpuPane(Pane, can_focus=True):
             return None
         if state.gpu is not None:
             return f"N/A — {state.gpu.unavailable or 'no GPU'}"
-        return "sampling…" if self.sampled else "N/A — not sampled (replay, or sampling off)"
+        return "sampling…" if self.sampled else "N/A — not sampled (archive, replay, or sampling off)"
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state if self.has_body else None  # a body mounted now is drawn whole

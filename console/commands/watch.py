@@ -53,8 +53,9 @@ def run(args) -> int:
     # An archive's unpacked copy is shared by every later look at it: nothing may change it.
     readonly = args.readonly or workspace.archive is not None
     launcher = None if readonly else JobLauncher(workspace.episode_root)
+    # This machine's GPU says nothing about a recorded episode: an archive is not sampled.
     app = EpiscopeApp(workspace=workspace, open_session=open_session, readonly=readonly, launcher=launcher,
-                      recorder=recorder,
+                      recorder=recorder, sample_gpu=workspace.archive is None,
                       readonly_reason="archive: read-only" if workspace.archive is not None else "read-only")
     app.run()
     return app.return_code or 0
