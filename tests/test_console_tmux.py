@@ -44,6 +44,13 @@ class Tmux:
             time.sleep(0.2)
         raise AssertionError(f"{needle!r} never appeared; screen was:\n{text}")
 
+    def ended(self, seconds: float = 20.0) -> bool:
+        """Whether the console's tmux session is gone (the console quit) within ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.run("has-session", "-t", "console", check=False).returncode == 0:
+            time.sleep(0.2)
+        return self.run("has-session", "-t", "console", check=False).returncode != 0
+
     def keys(self, *keys: str) -> None:
         self.run("send-keys", "-t", "console", *keys)
         time.sleep(0.3)
@@ -73,10 +80,7 @@ def test_the_binary_in_tmux_shows_the_console_and_answers_keys(tmp_path):
         tmux.wait_for("each a sandbox job")
         tmux.keys("Escape")
         tmux.keys("q")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and tmux.run("has-session", "-t", "console", check=False).returncode == 0:
-            time.sleep(0.2)
-        assert tmux.run("has-session", "-t", "console", check=False).returncode != 0
+        assert tmux.ended()
         # The session was recorded under the user's state directory, not in the workspace.
         recordings = list((tmp_path / "state" / "episcope" / "recordings").glob("*.jsonl"))
         assert len(recordings) == 1 and recordings[0].stat().st_size > 0
@@ -114,9 +118,6 @@ def test_a_newcomer_opens_the_bundled_archive_at_80x24(tmp_path):
         tmux.keys("s")
         tmux.wait_for("not now (archive:")
         tmux.keys("q")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and tmux.run("has-session", "-t", "console", check=False).returncode == 0:
-            time.sleep(0.2)
-        assert tmux.run("has-session", "-t", "console", check=False).returncode != 0
+        assert tmux.ended()
     finally:
         tmux.run("kill-server", check=False)
