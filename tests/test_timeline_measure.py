@@ -53,6 +53,60 @@ def test_adaptive_blocks_stop_on_interval_width(tmp_path):
     assert art["bootstrap_interval"]["low_percent"] <= art["bootstrap_interval"]["high_percent"]
 
 
+def test_adaptive_blocks_stop_only_after_a_whole_abba_baab_pair(tmp_path):
+    # any width satisfies the stop rule at block 3, but AKA reads only balanced blocks
+    art = measure(_config(tmp_path, min_blocks=3, max_blocks=8, ci_width=1e9))
+    assert art["stop_reason"] == "ci_width" and art["block_patterns"] == ["ABBA", "BAAB", "ABBA", "BAAB"]
+    assert verify_measurement(art) == []
+    with pytest.raises(MeasureError, match="even max_blocks"):
+        measure(_config(tmp_path, max_blocks=3))
+
+
+def _abba_baab_file() -> dict:
+    variants = ["baseline", "instrumented", "instrumented", "baseline",
+                "instrumented", "baseline", "baseline", "instrumented"]
+    return {"schema": "atrex-autonomous-timeline-measurement/v1", "schedule": list(variants),
+            "runs": [{"ordinal": i, "variant": v, "latency_ms": 1.0 + (v == "instrumented")}
+                     for i, v in enumerate(variants)],
+            "aggregation": {"center": "median", "overhead_percent": "(instrumented_ms / baseline_ms - 1) * 100"}}
+
+
+def _old_block_pattern_schedule(obj):
+    obj["schedule"] = ["ABBA", "BAAB"]
+
+
+def _three_blocks(obj):
+    obj["schedule"] += obj["schedule"][:4]
+    obj["runs"] += [{**r, "ordinal": r["ordinal"] + 8} for r in obj["runs"][:4]]
+
+
+@pytest.mark.parametrize("change,reason", [
+    (_old_block_pattern_schedule, "measurement schedule is invalid"),
+    (lambda o: o.update(schedule=[]), "measurement schedule is invalid"),
+    (lambda o: o["schedule"].pop(), "complete ABBA/BAAB blocks"),
+    (lambda o: o["schedule"].__setitem__(slice(0, 4), ["baseline"] * 2 + ["instrumented"] * 2),
+     "ABBA or BAAB blocks"),
+    (_three_blocks, "equally many ABBA and BAAB"),
+    (lambda o: o["runs"].pop(), "runs do not match schedule"),
+    (lambda o: o["runs"][2].update(ordinal=7), "run 2 has an invalid ordinal"),
+    (lambda o: o["runs"][1].update(variant="baseline"), "run 1 does not match schedule"),
+    (lambda o: o["runs"][3].update(latency_ms=float("nan")), "run 3 latency_ms"),
+])
+def test_measurement_schedule_follows_akas_rule(change, reason):
+    obj = _abba_baab_file()
+    assert verify_measurement(obj) == []
+    change(obj)
+    assert any(reason in r for r in verify_measurement(obj))
+
+
+def test_the_h200_measurement_in_its_earlier_form_is_refused():
+    # episcope once wrote the block patterns as the schedule; AKA refuses that file, and so do we
+    obj = json.loads((FIXTURES.parent / "iket" / "measurement.json").read_text())
+    assert verify_measurement(obj) == []
+    obj["schedule"] = obj["block_patterns"]
+    assert verify_measurement(obj) == ["measurement schedule is invalid (it must name the variant of each run)"]
+
+
 @pytest.mark.parametrize("env,reason", [
     ({"SAMPLE_DRIFT_AFTER": "2"}, "workload drift"),
     ({"SAMPLE_DEVICE_DRIFT": "1"}, "device drift"),

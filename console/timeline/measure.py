@@ -2,7 +2,7 @@
 
 Each sample is a new process that prints exactly one ``__ATREX_TIMELINE_SAMPLE__=`` line.
 Blocks alternate ABBA and BAAB (A = baseline) so a slow drift cancels inside each pair of
-blocks. Blocks are added until the 95% interval of the overhead is narrower than the
+blocks. Pairs of blocks are added until the 95% interval of the overhead is narrower than the
 requested width or the block budget is spent; ``orders`` (``measure --order``) fixes the
 blocks instead, in equally many ABBA and BAAB as AKA requires. Every run is appended to
 ``<artifact stem>.runs.jsonl`` as it completes, so a console can follow the statistics live.
@@ -15,6 +15,7 @@ The artifact is AKA's measurement file: ``schedule`` is the variant of each run 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -202,16 +203,21 @@ def variant_schedule(patterns: list[str]) -> list[str]:
     return [VARIANT[letter] for pattern in patterns for letter in pattern]
 
 
-def block_patterns(schedule: list) -> list[str] | None:
-    """The blocks of a schedule written either way (variant per run, or episcope's earlier
-    list of block patterns); None when it is neither complete ABBA/BAAB blocks."""
-    if all(p in BLOCK_PATTERNS for p in schedule):
-        return list(schedule)
+def block_patterns(schedule) -> tuple[list[str] | None, str | None]:
+    """(the ABBA/BAAB blocks of a schedule, None) or (None, why not), by AKA's rule: a
+    non-empty list naming the variant of each run, complete ABBA/BAAB blocks, equally many of
+    each and at least two. A list of block patterns (as episcope once wrote) is refused."""
     letters = {"baseline": "A", "instrumented": "B"}
-    if len(schedule) % 4 or not all(v in letters for v in schedule):
-        return None
+    if not isinstance(schedule, list) or not schedule or not all(v in letters for v in schedule):
+        return None, "measurement schedule is invalid (it must name the variant of each run)"
+    if len(schedule) % 4:
+        return None, "measurement schedule must contain complete ABBA/BAAB blocks"
     patterns = ["".join(letters[v] for v in schedule[i:i + 4]) for i in range(0, len(schedule), 4)]
-    return patterns if all(p in BLOCK_PATTERNS for p in patterns) else None
+    if not all(p in BLOCK_PATTERNS for p in patterns):
+        return None, "measurement schedule must use ABBA or BAAB blocks"
+    if patterns.count("ABBA") != patterns.count("BAAB"):
+        return None, "measurement must contain equally many ABBA and BAAB blocks"
+    return patterns, None
 
 
 def _relative(path: str | None, output: str) -> str | None:
@@ -224,8 +230,9 @@ def measure(config: MeasureConfig) -> dict:
         if (any(o not in BLOCK_PATTERNS for o in config.orders) or len(config.orders) < 2
                 or config.orders.count("ABBA") != config.orders.count("BAAB")):
             raise MeasureError("--order needs equally many ABBA and BAAB blocks, at least one of each")
-    elif config.min_blocks < 1 or config.max_blocks < config.min_blocks:
-        raise MeasureError("need 1 <= min_blocks <= max_blocks")
+    elif config.min_blocks < 1 or config.max_blocks < config.min_blocks or config.max_blocks % 2:
+        # AKA reads only files with equally many ABBA and BAAB blocks
+        raise MeasureError("need 1 <= min_blocks <= max_blocks and an even max_blocks")
     log = runs_log_path(config.output)
     log.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(log, b"")
@@ -260,8 +267,9 @@ def measure(config: MeasureConfig) -> dict:
                               "p_value": stats["rank_test"]["p_value"], "verdict": stats["verdict"],
                               "at": time.time()})
             width = interval["width_percent"]
+            # stop early only after a whole ABBA+BAAB pair, so the blocks stay balanced
             if (config.orders is None and config.ci_width is not None and block + 1 >= config.min_blocks
-                    and width is not None and width <= config.ci_width):
+                    and (block + 1) % 2 == 0 and width is not None and width <= config.ci_width):
                 stop_reason = "ci_width"
                 break
     except MeasureError as exc:
@@ -307,20 +315,24 @@ def verify_measurement(obj: dict) -> list[str]:
     reasons: list[str] = []
     if not isinstance(obj, dict) or obj.get("schema") != MEASUREMENT_SCHEMA:
         return ["measurement schema is not " + MEASUREMENT_SCHEMA]
+    patterns, why = block_patterns(obj.get("schedule"))
+    if patterns is None:
+        return [why]
+    schedule = obj["schedule"]
     runs = obj.get("runs")
-    schedule = obj.get("schedule")
-    patterns = block_patterns(schedule) if isinstance(schedule, list) else None
-    if not isinstance(runs, list) or patterns is None:
-        return ["measurement runs/schedule malformed"]
-    expected = variant_schedule(patterns)
-    try:
-        got = [r["variant"] for r in runs]
-        ordinals = [r["ordinal"] for r in runs]
-    except (KeyError, TypeError):
-        return ["measurement runs malformed"]
-    if got != expected or ordinals != list(range(len(runs))):
-        reasons.append("measurement runs do not follow the ABBA/BAAB schedule")
-        return reasons
+    if not isinstance(runs, list) or len(runs) != len(schedule):
+        return ["measurement runs do not match schedule"]
+    for index, (variant, run) in enumerate(zip(schedule, runs)):
+        if not isinstance(run, dict):
+            return [f"measurement run {index} must be an object"]
+        if run.get("ordinal") != index or type(run.get("ordinal")) is not int:
+            return [f"measurement run {index} has an invalid ordinal"]
+        if run.get("variant") != variant:
+            return [f"measurement run {index} does not match schedule"]
+        latency = run.get("latency_ms")
+        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not math.isfinite(latency) \
+                or latency <= 0:
+            return [f"measurement run {index} latency_ms is not a finite positive number"]
     if obj.get("aggregation") != AGGREGATION:
         reasons.append("measurement aggregation is not median-based")
     try:
