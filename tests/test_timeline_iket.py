@@ -112,6 +112,26 @@ def test_kernel_regex_must_fully_match_a_launch(run_copy, tmp_path, capsys):
     assert "kernel_cutlass_add_kernel_" in rejection(capsys)  # the kernels seen are listed
 
 
+def test_launch_picks_one_of_several_and_the_summary_lists_every_match(run_copy, tmp_path, capsys):
+    # a second launch of the same kernel, told apart by its grid id
+    edit_trace(run_copy, lambda t: t["launches"].append(dict(t["launches"][0], gridId=t["launches"][0]["gridId"] + 100)))
+    assert timeline(export_args(run_copy, tmp_path / "a")) == 2
+    assert "matches 2 launches; pass --launch" in rejection(capsys)
+    out = tmp_path / "b"
+    assert timeline(export_args(run_copy, out, extra=["--launch", "1"])) == 0
+    summary = json.loads((out / "trace.summary.json").read_text())
+    # AKA's meaning: every launch the regex matched, whichever one's events were exported
+    assert summary["matched_launches"] == 2
+    keys = ["iket_pid_0x63a.trace.json:0", "iket_pid_0x63a.trace.json:1"]
+    assert [launch["launch_key"] for launch in summary["launches"]] == keys
+    assert summary["launches"][1]["grid_id"] == summary["launches"][0]["grid_id"] + 100
+    assert json.loads((out / "iket.manifest.json").read_text())["launches"] == summary["launches"]
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert receipt["episcope"]["iket"]["launch"] == 1 and receipt["episcope"]["iket"]["launch_key"] == keys[1]
+    assert json.loads((out / "iket.atrexlt1.manifest.json").read_text())["launch_id"] == summary["launches"][1]["grid_id"]
+    assert validate_receipt(str(out / "receipt.json")) == []
+
+
 def test_sm_id_of_1024_is_rejected(run_copy, tmp_path, capsys):
     edit_trace(run_copy, lambda t: t["locationTable"][5].update(smId=1024))
     assert timeline(export_args(run_copy, tmp_path / "out")) == 2

@@ -6,7 +6,8 @@ dims, gridId, ranges, markers}``) is checked, then written twice: as AKA's IKeT 
 products (``iket_artifacts``: native index, IKeT manifest, binary identity, trace, summary) and
 as an ATREXLT1 buffer with one owner per warp (lane 0 of each warp is the writer), named under
 the receipt's ``episcope.iket``, which the console decodes like a CUDA capture.
-Checks, all reported together: the kernel regex selects exactly one launch (full match); every
+Checks, all reported together: the kernel regex selects one launch (full match; ``--launch``
+picks one of several, and the IKeT manifest and summary list every match, as AKA's do); every
 location lies inside the launch's grid and block and names an SM below 1024; a warp stays on one
 SM; a range has a start and an end location on one CTA/warp/SM and never ends before it starts;
 no zero timestamp; every dictionary event is observed with its declared kind and no undeclared
@@ -101,8 +102,10 @@ def launches_of(path: Path, trace) -> list[tuple[str, dict]]:
     return keyed
 
 
-def select_launch(traces: list[Path], kernel_regex: str, ordinal: int | None) -> tuple[Path, dict, str, dict, int]:
-    """(trace path, trace, launch key, launch, ordinal among the matches) for a full-match regex."""
+def select_launch(traces: list[Path], kernel_regex: str,
+                  ordinal: int | None) -> tuple[Path, dict, str, dict, int, list[dict]]:
+    """(trace path, trace, launch key, launch, ordinal among the matches, AKA's facts of every
+    matching launch) for a full-match regex."""
     try:
         pattern = re.compile(kernel_regex)
     except re.error as exc:
@@ -126,7 +129,7 @@ def select_launch(traces: list[Path], kernel_regex: str, ordinal: int | None) ->
     if not 0 <= ordinal < len(matches):
         raise IketExportError([f"--launch {ordinal} out of range: {len(matches)} matching launches"])
     path, trace, key, launch = matches[ordinal]
-    return path, trace, key, launch, ordinal
+    return path, trace, key, launch, ordinal, [artifacts.launch_facts(k, m) for _, _, k, m in matches]
 
 
 def _dims(launch: dict, prefix: str) -> tuple[int, int, int]:
@@ -327,7 +330,7 @@ def export_iket(*, run_dir: str, kernel_regex: str, dictionary: str, output_dir:
     out = Path(output_dir)
     record, traces = load_run(run)
     events_obj, sites_obj, given_iket = read_dictionaries(dictionary)
-    trace_path, trace, launch_key, selected, ordinal = select_launch(traces, kernel_regex, launch)
+    trace_path, trace, launch_key, selected, ordinal, launches = select_launch(traces, kernel_regex, launch)
     manifest_obj, events, canonical = normalize(trace, launch_key, selected, sites_obj)
     cubin, cubin_hash, tracker_path = binary_identity(run, selected["kernelName"])
     evidence = check_evidence(binary=str(cubin), correctness=correctness, correctness_evidence=correctness_evidence,
@@ -346,7 +349,6 @@ def export_iket(*, run_dir: str, kernel_regex: str, dictionary: str, output_dir:
         atomic_write_bytes(iket_dictionary, json_bytes(events_obj))
     atomic_write_bytes(paths[RAW_NAME], raw)
     atomic_write_bytes(paths[MANIFEST_NAME], json_bytes(manifest_obj))
-    launches = [artifacts.launch_facts(launch_key, selected)]
     atomic_write_bytes(paths[artifacts.TRACE_NAME], artifacts.trace_bytes(artifacts.trace(canonical)))
     atomic_write_bytes(paths[artifacts.SUMMARY_NAME], json_bytes(artifacts.summary(canonical, launches)))
     native = {kind: [_file_entry(run / item["path"], out) for item in record["outputs"][kind] if item["bytes"] > 0]
@@ -450,6 +452,21 @@ def validate_iket(receipt: dict, base: Path, files: dict[str, Path]) -> tuple[li
     return _check_normalization(receipt, source, base, files, dictionary, trace_obj, summary, manifest, index)
 
 
+def _indexed_traces(index: dict, base: Path) -> tuple[list[Path], list[str]]:
+    """The run's decoded traces as the native index lists them (every one, since the manifest
+    lists the matching launches of all of them), each re-hashed; or the reasons they cannot be."""
+    traces, reasons = [], []
+    for entry in index.get("trace_json") or []:
+        path = base / str(entry.get("path")) if isinstance(entry, dict) else None
+        if path is None or not path.is_file():
+            reasons.append(f"native index trace missing: {entry.get('path') if isinstance(entry, dict) else entry}")
+        elif sha256_file(path) != entry.get("sha256"):
+            reasons.append(f"native index trace sha256 mismatch: {entry.get('path')}")
+        else:
+            traces.append(path)
+    return traces, reasons
+
+
 def _check_normalization(receipt, source, base, files, dictionary, trace_obj, summary, manifest, index):
     if not isinstance(source, dict) or source.get("schema") != SOURCE_SCHEMA:
         return [f"episcope iket is not a {SOURCE_SCHEMA} record"], None
@@ -469,14 +486,16 @@ def _check_normalization(receipt, source, base, files, dictionary, trace_obj, su
     sites_obj = load_json(paths["event_dictionary"])
     if sites_obj != artifacts.sites_from_events(dictionary) and artifacts.events_from_sites(sites_obj) != dictionary:
         reasons.append("episcope's ATREXLT1 event dictionary is not the receipt's IKeT one")
+    traces, reasons = _indexed_traces(index, base)
+    if reasons:
+        return reasons, None
     try:
-        _, trace, key, selected, _ = select_launch([paths["trace_json"]], source.get("kernel_regex", ""),
-                                                   source.get("launch"))
+        _, trace, key, selected, _, launches = select_launch(traces, source.get("kernel_regex", ""),
+                                                             source.get("launch"))
         manifest_obj, events, canonical = normalize(trace, key, selected, sites_obj)
         raw = read_regular_file(paths["raw"], MAX_RAW_BYTES)
     except (IketExportError, OSError, ValueError) as exc:  # FormatError: no longer a bounded regular file
         return reasons + [f"iket trace no longer normalizes: {exc}"], None
-    launches = [artifacts.launch_facts(key, selected)]
     if trace_obj != artifacts.trace(canonical):
         reasons.append("IKeT trace differs from the re-normalized launch")
     if summary != artifacts.summary(canonical, launches):
