@@ -7,8 +7,6 @@ HEAD, clean, descends from base, changes exactly kernel.py, no timeline probe) i
 fact checked elsewhere; this module only reads the document.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable
 from typing import Any, Literal

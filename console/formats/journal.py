@@ -6,8 +6,6 @@ the object itself stays in ``raw``. An element that is not an object is skipped 
 reported, the rest of the journal is kept.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable
 from typing import Any

@@ -4,8 +4,6 @@ An observability view only, never promotion evidence: nothing here feeds the inc
 curve. Older mirrors carry only a few of the fields; the rest stay ``None``.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable
 from typing import Any

@@ -10,8 +10,6 @@ complete and PASS with ``measurement_subject == "candidate"``. Its figure is the
 the record has no latency; the kind says which, so the two are never plotted as one.
 """
 
-from __future__ import annotations
-
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping

@@ -12,8 +12,6 @@ with ``duration_us`` and ``memory_sol_pct``. A field that is missing or of the w
 None, never 0.
 """
 
-from __future__ import annotations
-
 import os
 from typing import Any
 

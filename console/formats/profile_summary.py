@@ -1,7 +1,5 @@
 """summary.txt of a profile directory (FORMATS §9)."""
 
-from __future__ import annotations
-
 import os
 
 import msgspec

@@ -8,8 +8,6 @@ supervisor's stdout carries ``[long-horizon] ...`` lines.
 per-attempt tokens to it.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable
 from typing import Any

@@ -8,8 +8,6 @@ The event path decodes each line into a ``TelemetryRecord``; a cold scan, which 
 folds, decodes into ``FoldedTelemetry``, the fields the reducer reads and nothing else.
 """
 
-from __future__ import annotations
-
 from datetime import UTC, datetime
 from typing import Any, Literal
 

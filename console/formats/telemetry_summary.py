@@ -4,8 +4,6 @@ Token counts the backend did not report stay ``None``: an ``unavailable`` measur
 no numbers, and a missing count is never shown as zero tokens.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable, Mapping
 from typing import Any

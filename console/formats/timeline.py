@@ -4,8 +4,6 @@ Lenient readers for the console: unknown or missing fields are None (never 0), t
 object is kept as ``raw``. A document whose ``schema`` names another artifact is refused.
 """
 
-from __future__ import annotations
-
 import os
 from typing import Any
 
