@@ -32,6 +32,26 @@ def test_real_capture_decodes_every_kind():
     assert man.owner_name(4) == "cta(1,0,0)/warp1.lane5"
 
 
+def test_range_pairing_of_the_real_capture_is_lifo_per_owner_and_site():
+    # the pairing an event-by-event reader makes: a stack per (owner, site)
+    buf, man, dic = parsed("capture_ok")
+    cap = decode(bytes(buf), man, dic)
+    ev = cap.events
+    stacks: dict[tuple[int, int], list[int]] = {}
+    expected = set()
+    for owner, site, kind, ts in zip(ev["owner"].tolist(), ev["site"].tolist(), ev["kind"].tolist(),
+                                     ev["timestamp_ns"].tolist()):
+        stack = stacks.setdefault((owner, site), [])
+        if kind == abi.KIND_BEGIN:
+            stack.append(ts)
+        elif kind == abi.KIND_END:
+            expected.add((owner, site, stack.pop(), ts, len(stack)))
+    r = cap.ranges
+    got = set(zip(r["owner"].tolist(), r["site"].tolist(), r["begin_ns"].tolist(), r["end_ns"].tolist(),
+                  r["depth"].tolist()))
+    assert got == expected and len(expected) == r["owner"].size
+
+
 def _header(buf):
     return abi.Header.unpack(bytes(buf[:64]))
 

@@ -103,6 +103,17 @@ def _record_problem(problems, code, message, slots) -> None:
                                 _offsets(slots, abi.HEADER_BYTES, abi.RECORD_BYTES)))
 
 
+def _first_after_hole(committed: np.ndarray) -> np.ndarray:
+    """Slot of the first committed record after the first empty slot, per owner with a hole."""
+    rpo = committed.shape[1]
+    per_owner = committed.sum(axis=1)
+    first_empty = np.where(per_owner == rpo, rpo, np.argmin(committed, axis=1))
+    holed = np.flatnonzero(per_owner > first_empty)
+    after = committed[holed].copy()
+    after[np.arange(rpo)[None, :] <= first_empty[holed, None]] = False
+    return holed * rpo + np.argmax(after, axis=1)
+
+
 def check_header(raw, manifest: Manifest) -> tuple[abi.Header | None, list[Problem]]:
     """Header checks; a header whose layout cannot be trusted returns None (records unread)."""
     problems: list[Problem] = []
@@ -162,8 +173,7 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     full = cap > 0 and int(tag_all.min()) >= abi.COMMITTED
     if full:
         # every slot committed: no holes, no gather, owner boundaries every rpo records
-        per_owner = np.full(owners, rpo, dtype=np.int64)
-        slots = None
+        has_records = None
         tag = tag_all
         ts = np.frombuffer(raw, dtype="<u8", count=cap * 2, offset=abi.HEADER_BYTES)[0::2]
         payload = words[:, 2]
@@ -175,45 +185,41 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
         committed = (tag_all >= abi.COMMITTED).reshape(owners, rpo)
         # A slot without the committed flag must be all zero: anything in it is a torn or
         # stray write, and the capture is not trusted (AKA's decoder refuses it too).
-        stray = ~committed.reshape(-1) & ((words[:, 0] | words[:, 1] | words[:, 2] | tag_all) != 0)
-        _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag",
-                        np.flatnonzero(stray))
-        per_owner = committed.sum(axis=1)
-        first_empty = np.where(per_owner == rpo, rpo, np.argmin(committed, axis=1))
-        holed = np.flatnonzero(per_owner > first_empty)
-        if holed.size:
-            # the first committed record after the first empty slot, per holed owner
-            after = committed[holed].copy()
-            after[np.arange(rpo)[None, :] <= first_empty[holed, None]] = False
-            _record_problem(problems, "hole", "committed record after an empty slot",
-                            holed * rpo + np.argmax(after, axis=1))
-        slots = np.flatnonzero(committed.reshape(-1))
-        sel = words[slots]
-        tag = np.ascontiguousarray(sel[:, 3])
-        ts = sel[:, 0].astype(np.uint64) | (sel[:, 1].astype(np.uint64) << np.uint64(32))
-        payload = sel[:, 2]
-        owner = (slots // rpo).astype(np.int32)
-        seq = (slots - owner.astype(np.int64) * rpo).astype(np.int32)
+        empty = ~committed.reshape(-1)
+        if np.count_nonzero(words[empty]):
+            _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag",
+                            np.flatnonzero(empty & words.any(axis=1)))
+        if (committed[:, 1:] > committed[:, :-1]).any():
+            _record_problem(problems, "hole", "committed record after an empty slot", _first_after_hole(committed))
+        has_records = committed.any(axis=1)
+        rows, cols = np.nonzero(committed)  # canonical order: owner, then sequence
+        owner = rows.astype(np.int32)
+        seq = cols.astype(np.int32)
+        sel = np.frombuffer(raw, dtype=abi.RECORD_DTYPE, count=cap, offset=abi.HEADER_BYTES)[committed.reshape(-1)]
+        tag = np.ascontiguousarray(sel["tag"])
+        ts = sel["timestamp_ns"]
+        payload = sel["payload"]
         same = owner[1:] == owner[:-1]
 
     def at(positions: np.ndarray) -> np.ndarray:
-        return positions if slots is None else slots[positions]
+        """Buffer slots of event positions (the same in a full buffer)."""
+        return positions if full else owner[positions].astype(np.int64) * rpo + seq[positions]
 
-    # Claims: each claimed owner must carry its own CTA and writer thread.
-    writers = manifest.writers
-    wpc = len(writers)
-    owner_ids = np.arange(owners, dtype=np.uint64)
-    threads = np.array([w.thread for w in writers], dtype=np.uint64)
-    expected = ((owner_ids // np.uint64(wpc) + np.uint64(1)) << np.uint64(32)) | (
-        threads[(owner_ids % np.uint64(wpc)).astype(np.int64)] + np.uint64(1))
+    # Claims: each owner with records must have claimed, with its own CTA and writer thread
+    # (row c, column w: writer w of CTA c; the claim word of abi.claim_word).
+    threads = np.array([w.thread for w in manifest.writers], dtype=np.uint64)
+    ctas = np.arange(1, owners // threads.size + 1, dtype=np.uint64)
+    expected = ((ctas[:, None] << np.uint64(32)) | (threads + np.uint64(1))).reshape(-1)
     claimed = claims != 0
-    foreign = np.flatnonzero(claimed & (claims != expected))
-    if foreign.size:
-        problems.append(Problem("foreign_claim", "claim word does not match its owner's CTA/thread",
-                                int(foreign.size), _offsets(foreign, abi.HEADER_BYTES + cap * 16, 8)))
-    unclaimed = np.flatnonzero((per_owner > 0) & ~claimed)
-    if unclaimed.size:
-        _record_problem(problems, "unclaimed", "records of an owner that never claimed", unclaimed * rpo)
+    wrong_claim = claims != expected
+    if wrong_claim.any():
+        foreign = np.flatnonzero(claimed & wrong_claim)
+        if foreign.size:
+            problems.append(Problem("foreign_claim", "claim word does not match its owner's CTA/thread",
+                                    int(foreign.size), _offsets(foreign, abi.HEADER_BYTES + cap * 16, 8)))
+        unclaimed = np.flatnonzero(~claimed if has_records is None else has_records & ~claimed)
+        if unclaimed.size:
+            _record_problem(problems, "unclaimed", "records of an owner that never claimed", unclaimed * rpo)
 
     halves = tag.view(np.uint16).reshape(-1, 2)
     site = halves[:, 0]
@@ -235,7 +241,7 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
 
     if ts.size and int(ts.min()) == 0:
         _record_problem(problems, "zero_timestamp", "zero timestamp", at(np.flatnonzero(ts == 0)))
-    if slots is None:  # whole owners side by side: compare within rows, no boundary mask
+    if full:  # whole owners side by side: compare within rows, no boundary mask
         ts2 = ts.reshape(owners, rpo)
         sm2 = sm.reshape(owners, rpo)
         suspect = bool((ts2[:, 1:] < ts2[:, :-1]).any()), bool((sm2 != sm2[:, :1]).any())
@@ -271,27 +277,26 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.n
     """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins."""
     is_range = kind <= abi.KIND_END
     every = bool(is_range.all())
+    if every and kind.size % 2 == 0 and (kind[0::2] == abi.KIND_BEGIN).all() and (kind[1::2] == abi.KIND_END).all() \
+            and (site[0::2] == site[1::2]).all() and (owner[0::2] == owner[1::2]).all():
+        # Only ranges, each begin directly followed by its end: strided views, no gather.
+        bi = np.arange(0, kind.size, 2)
+        return _ranges(owner, site, ts, payload, bi, bi + 1, np.zeros(bi.size, np.int64),
+                       slice(0, None, 2), slice(1, None, 2))
     ridx = np.arange(kind.size) if every else np.flatnonzero(is_range)
-    if ridx.size and ridx.size % 2 == 0:
-        # Common case: each begin is immediately followed (among range events) by its end,
-        # same owner and site. Then every group is B E B E ..., pairing is positional.
-        kb, ke = (kind[0::2], kind[1::2]) if every else (kind[ridx[0::2]], kind[ridx[1::2]])
-        if (kb == abi.KIND_BEGIN).all() and (ke == abi.KIND_END).all():
-            bi, ei = ridx[0::2], ridx[1::2]
-            if every:
-                ok = (site[0::2] == site[1::2]).all() and (owner[0::2] == owner[1::2]).all()
-            else:
-                ok = (site[bi] == site[ei]).all() and (owner[bi] == owner[ei]).all()
-            if ok:
-                depth = np.zeros(bi.size, np.int64)
-                if every:  # strided views instead of gathers
-                    return _ranges(owner, site, ts, payload, bi, ei, depth, slice(0, None, 2), slice(1, None, 2))
-                return _ranges(owner, site, ts, payload, bi, ei, depth)
     key = owner[ridx].astype(np.int64) * (abi.SITE_MASK + 1) + site[ridx]
     if key.size > 1 and not (key[1:] >= key[:-1]).all():
+        # group by (owner, site); the stable sort keeps each group's own order
         order = np.argsort(key, kind="stable")
         ridx = ridx[order]
         key = key[order]
+    if ridx.size % 2 == 0:
+        # Common case: inside each group begins and ends alternate (B E B E ...), no nesting;
+        # then the pairing is positional.
+        rkind = kind[ridx]
+        if (rkind[0::2] == abi.KIND_BEGIN).all() and (rkind[1::2] == abi.KIND_END).all() \
+                and (key[0::2] == key[1::2]).all():
+            return _ranges(owner, site, ts, payload, ridx[0::2], ridx[1::2], np.zeros(ridx.size // 2, np.int64))
     begin = kind[ridx] == abi.KIND_BEGIN
     delta = np.where(begin, 1, -1).astype(np.int64)
     first_of_group = np.concatenate(([True], key[1:] != key[:-1])) if key.size else np.zeros(0, bool)
