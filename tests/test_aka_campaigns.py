@@ -195,6 +195,20 @@ def test_inflight_history_is_archived_then_live(inflight):
     assert live["sandbox"]["running"] == 1
 
 
+def test_git_facts_follow_the_current_episode_not_the_last_file_read(idle, inflight):
+    """The base and candidate git is asked about are the current episode's: between episodes
+    the last archived attempt's, during one the live episode's (no candidate yet), however
+    the runtime files of earlier episodes sort."""
+    status, aka = idle
+    last = aka["state"]["attempts"][-1]
+    assert (status["git"]["base_commit"], status["git"]["candidate_commit"]) == (last["base_commit"], last["candidate_commit"])
+    status, aka = inflight
+    earlier = {a["candidate_commit"] for a in aka["state"]["attempts"]}
+    assert status["episode"]["number"] == 2 and status["git"]["candidate_commit"] is None
+    assert status["git"]["base_commit"] not in {a["base_commit"] for a in aka["state"]["attempts"]}
+    assert status["git"]["candidate_commit"] not in earlier
+
+
 def test_inflight_profile_job_record_reads_as_akas_gateway_result(inflight):
     status, aka = inflight
     (theirs,) = [p for p in aka["profiles"] if "worktrees" in p["path"]]

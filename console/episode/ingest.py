@@ -21,6 +21,7 @@ from console.formats.telemetry import decode_folded_lines, record_epoch
 
 from . import events as ev
 from .clock import iso_to_epoch
+from .episodes import archived_episode
 from .events import Event
 from .git_repo import head_stamp
 from .locations import WORKTREES_DIR
@@ -57,6 +58,7 @@ class Ingest:
         # directory -> (artifact, stamps of its files)
         self._directories: dict[str, tuple[Artifact, tuple[Stamp | None, ...]]] = {}
         self._git_context: dict[str, str | None] = {"base": None, "candidate": None}
+        self._git_context_rank: tuple[int, int] = (0, -1)  # (live, archived episode) of its records
         self._git_stamp: tuple[object, ...] | None = None
         self._git_context_at: float | None = None  # when the documents naming base/candidate last named new ones
 
@@ -218,7 +220,7 @@ class Ingest:
             return [Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, f"reader error: {one_line(exc)}"))]
         events = [Event(ev.UNREADABLE, path, p.offset, at, p) for p in result.problems]
         if result.value is not None:
-            self._remember_git_context(artifact.kind, result.value, at)
+            self._remember_git_context(artifact.kind, path, result.value, at)
             event = Event(artifact.kind, path, None, at, result.value)
             events += job_stages(event) if artifact.kind == ev.JOB and previous is None else [event]
         return events
@@ -245,7 +247,18 @@ class Ingest:
 
     # -- git -----------------------------------------------------------------------------
 
-    def _remember_git_context(self, kind: str, value: Any, at: float) -> None:
+    def _remember_git_context(self, kind: str, path: str, value: Any, at: float) -> None:
+        """The base and candidate the git facts are read against: the live episode's records
+        win over archived ones, a later archived episode over an earlier one, whatever order
+        the files are read in (an in-flight episode must not show the last one's candidate)."""
+        archived = archived_episode(path)
+        rank = (1, 0) if archived is None else (0, archived)
+        if kind in (ev.ACTIVE_EPISODE, ev.JOURNAL, ev.HANDOFF):
+            if rank < self._git_context_rank:
+                return
+            if rank > self._git_context_rank:
+                self._git_context_rank = rank
+                self._git_context = {"base": None, "candidate": None}
         if kind in (ev.ACTIVE_EPISODE, ev.JOURNAL):
             base = getattr(value, "base_commit", None)
             if base and base != self._git_context["base"]:
