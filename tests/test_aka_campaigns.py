@@ -207,6 +207,9 @@ def test_git_facts_follow_the_current_episode_not_the_last_file_read(idle, infli
     assert status["episode"]["number"] == 2 and status["git"]["candidate_commit"] is None
     assert status["git"]["base_commit"] not in {a["base_commit"] for a in aka["state"]["attempts"]}
     assert status["git"]["candidate_commit"] not in earlier
+    # the worktree named is the archive's copy that was read, not the recording machine's path
+    assert status["episode"]["worktree"] == status["git"]["worktree"] != aka["active_episode"].get("worktree")
+    assert not status["episode"]["worktree"].startswith("/srv/")
 
 
 def test_inflight_profile_job_record_reads_as_akas_gateway_result(inflight):

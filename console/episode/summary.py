@@ -79,7 +79,9 @@ def episode_facts(state: EpisodeState) -> dict[str, Any]:
     attempt = _latest_attempt(state) if active is None else None
     if active is not None:
         number, mode, phase, status = active.episode, active.mode, active.phase, active.terminal_status
-        branch, worktree, memory_version = active.episode_branch, active.worktree, active.memory_version
+        branch, memory_version = active.episode_branch, active.memory_version
+        # where the worktree is now: an archive's copy, not the path the supervisor recorded
+        worktree = state.worktree or active.worktree
     else:
         number = _first(journal.episode if journal else None, attempt.episode if attempt else None)
         mode = attempt.mode if attempt else None
