@@ -138,15 +138,16 @@ def _regex(pattern: str) -> str:
     return "".join(out)
 
 
-_MATCHERS = tuple((re.compile(_regex(pattern)), row) for row in ARTIFACTS for pattern in row.patterns)
+# Every pattern in one regex, one group each in row order: a path is matched once, and
+# the group that matched (the first alternative that fits the whole path) names its row.
+_ROW_OF_GROUP = tuple(row for row in ARTIFACTS for _ in row.patterns)
+_PATTERNS = re.compile("|".join(f"({_regex(pattern)})" for row in ARTIFACTS for pattern in row.patterns))
 
 
 def artifact_at(rel: str) -> Artifact | None:
     """The row for a path relative to a campaign root or worktree (None: not ours)."""
-    for regex, row in _MATCHERS:
-        if regex.fullmatch(rel):
-            return row
-    return None
+    match = _PATTERNS.fullmatch(rel)
+    return _ROW_OF_GROUP[match.lastindex - 1] if match and match.lastindex else None
 
 
 def markdown_table() -> str:
