@@ -4,18 +4,15 @@ Standard library only, so the headless status can state an ABBA interval without
 numpy; the samples it sees are a few dozen runs a side.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from statistics import median
+from typing import NamedTuple
 
 from .distributions import EXACT_LIMIT, mann_whitney_counts
 
 
-@dataclass(frozen=True, slots=True)
-class Interval:
+class Interval(NamedTuple):
     method: str
     estimate: float
     low: float | None  # None: too few samples for the requested confidence

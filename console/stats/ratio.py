@@ -5,15 +5,17 @@ verification (the promotion gate scores the geometric means, FORMATS §7) or the
 a timeline overhead measurement (the measurement's own definition). The interval is the
 Hodges-Lehmann interval of the shift in log latency, mapped back to a ratio. One ABBA
 schedule gives two runs a side, too few for 95%; the widest interval those runs allow is
-then given with its exact coverage, and the label says so. Standard library only.
+then given with its exact coverage, and the label says so. The result is a frozen
+``msgspec.Struct``, as is the state that holds it (status prints it as an object).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from statistics import median
+
+import msgspec
 
 from .intervals import hodges_lehmann
 
@@ -21,8 +23,7 @@ CONFIDENCE = 0.95
 INTERVAL_METHOD = "Hodges-Lehmann on log latency"
 
 
-@dataclass(frozen=True, slots=True)
-class Ratio:
+class Ratio(msgspec.Struct, frozen=True):
     center: str  # "geomean" | "median": how each side is summarised
     estimate: float | None  # centre(b) / centre(a); None without a positive sample on both sides
     low: float | None  # None: too few samples for any interval
