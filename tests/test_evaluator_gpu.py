@@ -48,13 +48,13 @@ def test_both_bundled_kernels_pass_and_fast_is_faster(tmp_path):
     assert code_n == 0 and res_n["all_pass"], log_n
     assert code_f == 0 and res_f["all_pass"], log_f
     assert sorted(res_f["latency_us_by_shape"]) == sorted(uuids)
-    # One row is one block and one column is a few bytes a row: either way the time is one
-    # launch's latency for both kernels, so the fast one is only no slower, within noise.
-    latency_bound = {json.loads(line)["workload"]["uuid"] for line in (PROBLEM / "workload.jsonl").read_text().splitlines()
-                     if 1 in (json.loads(line)["workload"]["axes"]["cols"], json.loads(line)["workload"]["axes"]["rows"])}
+    one_column = {json.loads(line)["workload"]["uuid"] for line in (PROBLEM / "workload.jsonl").read_text().splitlines()
+                  if json.loads(line)["workload"]["axes"]["cols"] == 1}
     for uid in uuids:
-        if uid in latency_bound:
-            assert res_f["latency_us_by_shape"][uid] < 1.2 * res_n["latency_us_by_shape"][uid]
+        if uid in one_column:
+            # ~4 us, one launch's latency either way: no slower beyond a launch's jitter, which
+            # on the H200 reached 2.7 us (3.65 -> 6.32 us, one evaluation in three)
+            assert res_f["latency_us_by_shape"][uid] < res_n["latency_us_by_shape"][uid] + 5.0
         else:
             assert res_f["latency_us_by_shape"][uid] < res_n["latency_us_by_shape"][uid]
     assert res_f["speedup_vs_ref_geomean"] > 1.0
