@@ -6,8 +6,6 @@ states, or the snapshot time of a document). Which file gives which kind is the 
 registry's business (registry.py).
 """
 
-from __future__ import annotations
-
 from typing import Any, NamedTuple
 
 # Line-record kinds (one event per JSON line).

@@ -64,7 +64,6 @@ def render(kernel: dict[str, Any] | None, patterns: list[dict[str, Any]], sympto
 
 
 _PATTERN = re.compile(r"^\s*Pattern\s+(\S+)\s+\[(\w+)\]\s*:\s*(.*?)\s*$")
-_EVIDENCE = re.compile(r"^\s*Evidence:\s*(.*?)\s*$")
 _STALL = re.compile(r"^\s*(\w+)\s*:\s*([-+0-9.,eE]+)\s*$")
 _FIELD = re.compile(r"^([A-Za-z0-9 /.]+?):\s*(.*?)\s*$")
 
@@ -131,9 +130,8 @@ def parse(text: str) -> dict[str, Any]:
                 current = [m.group(1), m.group(2).lower(), m.group(3), []]
                 out["patterns"].append(current)
                 continue
-            m = _EVIDENCE.match(line)
-            if m and current is not None:
-                current[3].append(m.group(1))
+            if line.strip().startswith("Evidence:") and current is not None:
+                current[3].append(line.strip().removeprefix("Evidence:").strip())
                 continue
             if line.startswith("SYMPTOMS:"):
                 out["symptoms"] = _listing(line.split(":", 1)[1])

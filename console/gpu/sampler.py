@@ -9,7 +9,6 @@ driver that refuses the power reading must not hide the temperature.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import time
 from collections.abc import Callable
@@ -72,6 +71,8 @@ class GpuSampler:
             # pynvml's import costs 50-200 ms and loads subprocess (through ctypes.util);
             # the driver library it would open decides whether there is anything to read,
             # so a host without it is told so by that same dlopen, without the import.
+            import ctypes  # here, not above: the registry imports this module for GpuReading alone
+
             try:
                 ctypes.CDLL(NVML_LIBRARY)
             except OSError:

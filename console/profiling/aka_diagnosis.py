@@ -16,8 +16,6 @@ writes counts as integers), the evidence writes the value as it is.
 Standard library only, like the rest of the funnel.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
