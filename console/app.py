@@ -671,7 +671,7 @@ class EpiscopeApp(App):
         rows = help_rows(self.screen.active_bindings, key_display=self.get_key_display,
                          why_blocked=self.why_binding_blocked,
                          focused=f"in {pane.title}" if pane is not None else "focused widget")
-        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly, rows=rows))
+        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly_reason if self.readonly else None, rows=rows))
 
     def why_no_diff(self) -> str | None:
         """Why there is no kernel.py diff to show (None: there is)."""

@@ -77,7 +77,8 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", id="help.close")]
 
-    def __init__(self, *, mode: str, readonly: bool, rows: list[HelpRow]) -> None:
+    def __init__(self, *, mode: str, readonly: str | None, rows: list[HelpRow]) -> None:
+        """``readonly``: why actions are refused (e.g. "archive: read-only"), None if they are not."""
         super().__init__()
         self.mode = mode
         self.readonly = readonly
@@ -87,7 +88,7 @@ class HelpScreen(ModalScreen[None]):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", width=16)
         table.add_column()
-        title = Text.assemble(("episcope console", "bold"), f"  {self.mode} mode" + (", read-only" if self.readonly else ""))
+        title = Text.assemble(("episcope console", "bold"), f"  {self.mode} mode" + (f", {self.readonly}" if self.readonly else ""))
         group = None
         for row in self.rows:
             if row.group != group:
