@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -99,3 +100,29 @@ def make_campaign(tmp: Path, name: str = "demo") -> tuple[Path, Path, str]:
         )
     )
     return campaign, worktree, base
+
+
+def follow_until(session, action, predicate, timeout: float = 15.0) -> list:
+    """Follow ``session`` live: run ``action`` once the watcher runs, collect events until
+    ``predicate(all)`` holds (TimeoutError after ``timeout`` seconds)."""
+    seen: list = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def consume() -> None:
+            async for batch in session.follow_events(stop):
+                seen.extend(batch)
+                if predicate(seen):
+                    stop.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.3)
+        action()
+        try:
+            await asyncio.wait_for(task, timeout)
+        finally:
+            stop.set()
+
+    asyncio.run(main())
+    return seen

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -11,32 +10,7 @@ import time
 
 from console.episode import events as ev
 from console.episode.session import Session
-from spine_helpers import line, make_campaign, tele, write_lines
-
-
-def _follow_until(session: Session, action, predicate, timeout: float = 15.0) -> list:
-    """Run ``action`` once the watcher runs; collect events until ``predicate(all)``."""
-    seen: list = []
-
-    async def main() -> None:
-        stop = asyncio.Event()
-
-        async def consume() -> None:
-            async for batch in session.follow_events(stop):
-                seen.extend(batch)
-                if predicate(seen):
-                    stop.set()
-
-        task = asyncio.create_task(consume())
-        await asyncio.sleep(0.3)
-        action()
-        try:
-            await asyncio.wait_for(task, timeout)
-        finally:
-            stop.set()
-
-    asyncio.run(main())
-    return seen
+from spine_helpers import follow_until, line, make_campaign, tele, write_lines
 
 
 def test_appended_lines_arrive_once(tmp_path):
@@ -49,7 +23,7 @@ def test_appended_lines_arrive_once(tmp_path):
     def append() -> None:
         write_lines(path, [tele("phase_completed", 2.0, phase="profile"), tele("phase_started", 3.0, phase="planning")])
 
-    seen = _follow_until(session, append, lambda s: sum(e.kind == ev.TELEMETRY for e in s) >= 2)
+    seen = follow_until(session, append, lambda s: sum(e.kind == ev.TELEMETRY for e in s) >= 2)
     telemetry = [e for e in seen if e.kind == ev.TELEMETRY]
     assert [e.data.event for e in telemetry] == ["phase_completed", "phase_started"]
     assert session.state.phase_totals["profile"].intervals == 1
@@ -68,7 +42,7 @@ def test_a_file_replaced_atomically_mid_follow_is_read_again(tmp_path):
         tmp.write_bytes(line(tele("phase_started", 10.0, phase="research")) + line(tele("phase_completed", 12.0, phase="research")))
         os.replace(tmp, path)
 
-    seen = _follow_until(session, replace, lambda s: sum(e.kind == ev.TELEMETRY for e in s) >= 2)
+    seen = follow_until(session, replace, lambda s: sum(e.kind == ev.TELEMETRY for e in s) >= 2)
     assert any(e.kind == ev.REMOVED for e in seen)
     state = session.state
     assert "profile" not in state.phase_totals  # what the old file said is gone

@@ -8,7 +8,6 @@ Each case runs the real ``episcope`` (or the real session) on a real workspace.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import queue
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 from console.episode import events as ev
 from console.episode.session import Session
 from console.episode.tailer import Tailer
+from spine_helpers import follow_until
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = ".atrex_long_horizon"
@@ -92,26 +92,8 @@ def test_a_live_session_drops_the_old_events_of_a_longer_rewrite(tmp_path):
     ws, path = workspace(tmp_path)
     session = Session(ws)
     assert session.scan().telemetry_events == OLD
-    seen: list = []
-
-    async def follow() -> None:
-        stop = asyncio.Event()
-
-        async def consume() -> None:
-            async for batch in session.follow_events(stop):
-                seen.extend(batch)
-                if sum(e.kind == ev.TELEMETRY for e in seen) >= NEW:
-                    stop.set()
-
-        task = asyncio.create_task(consume())
-        await asyncio.sleep(0.3)
-        rewrite_in_place(path, lines("new", NEW))
-        try:
-            await asyncio.wait_for(task, 20)
-        finally:
-            stop.set()
-
-    asyncio.run(follow())
+    seen = follow_until(session, lambda: rewrite_in_place(path, lines("new", NEW)),
+                        lambda events: sum(e.kind == ev.TELEMETRY for e in events) >= NEW, timeout=20)
     assert seen[0].kind == ev.REMOVED
     assert session.state.telemetry_events == NEW  # the old twenty are gone, not added to
     assert len(session.state.source_reads) == NEW
