@@ -66,8 +66,6 @@ from console.timeline.manifest import EVENTS_SCHEMA  # noqa: E402
 PROBLEM = "row_softmax"
 WORKTREES = ".atrex_long_horizon_worktrees"
 RUNTIME = ".atrex_long_horizon"
-RESULT_PREFIX = "[test_kernel] RESULT_JSON="
-PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
 # the supervisor promotes a candidate only when it is more than this much faster (ABBA geomean)
 MIN_IMPROVEMENT_PCT = 1.0
 H200_DRAM_GBPS = 4800.0  # nominal HBM3e bandwidth of the H200, for *_peak_utilization_pct
@@ -132,7 +130,7 @@ def run_profile_job(command: list[str], cwd: Path, env: dict) -> subprocess.Comp
     """Run one sandboxed profile to the end; echo only the sandbox's and the script's own lines."""
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     for line in (proc.stdout + proc.stderr).splitlines():
-        if line.startswith(("[sandbox]", "profile_nvidia.sh")) and not line.startswith(PROFILE_PREFIX):
+        if line.startswith(("[sandbox]", "profile_nvidia.sh")) and not line.startswith(gpu_side.PROFILE_PREFIX):
             print(f"    | {line}", flush=True)
     return proc
 
@@ -252,7 +250,7 @@ class Recorder:
     def baseline(self) -> None:
         log("baseline evaluation of the naive kernel (framework baseline, v0)")
         proc = run(["python3", "test_kernel.py"], self.campaign, dict(os.environ))
-        self.baseline_result = last_json(proc.stdout, RESULT_PREFIX)
+        self.baseline_result = last_json(proc.stdout, gpu_side.RESULT_PREFIX)
         if proc.returncode != 0 or not self.baseline_result or not self.baseline_result["all_pass"]:
             fail("the baseline evaluation did not pass")
         head = git(self.campaign, SUPERVISOR, "rev-parse", "HEAD")
@@ -356,11 +354,11 @@ class Recorder:
         found: dict[str, dict] = {}
         for out, cmd in jobs:
             proc = run_profile_job(cmd, self.worktree, self.env)
-            profile = last_json(proc.stdout, PROFILE_PREFIX) if proc.returncode == 0 else None
+            profile = last_json(proc.stdout, gpu_side.PROFILE_PREFIX) if proc.returncode == 0 else None
             if profile is None:
                 log(f"profile {out} failed (exit {proc.returncode}); once more")
                 retry = run_profile_job(cmd, self.worktree, self.env)
-                profile = last_json(retry.stdout, PROFILE_PREFIX) if retry.returncode == 0 else None
+                profile = last_json(retry.stdout, gpu_side.PROFILE_PREFIX) if retry.returncode == 0 else None
                 if profile is None:
                     print(retry.stdout[-3000:], retry.stderr[-3000:], flush=True)
                     fail(f"profile {out} failed twice")
@@ -372,7 +370,7 @@ class Recorder:
     def evaluate(self, *args: str) -> dict:
         proc = run([sys.executable, "tools/sandbox.py", "--kind", "run", "--timeout", "300", "--",
                     "python3", "test_kernel.py", *args], self.worktree, self.env)
-        result = last_json(proc.stdout, RESULT_PREFIX)
+        result = last_json(proc.stdout, gpu_side.RESULT_PREFIX)
         if result is None:
             fail(f"no RESULT_JSON from test_kernel.py {' '.join(args)}")
         log(f"  test_kernel.py {' '.join(args)}: all_pass={result['all_pass']} geomean {result['latency_us_geomean']} us")

@@ -29,6 +29,7 @@ from .plainjson import loads, read_json_document
 from .problems import FormatError, ReadResult
 
 RESULT_PREFIX = "[test_kernel] RESULT_JSON="
+PROFILE_PREFIX = "[sandbox] PROFILE_JSON="  # the sandbox's line of a profile job's result
 ABBA_PREFIX = "__ATREX_LONG_HORIZON_ABBA_RESULT__="
 EVALUATION_SCHEMA = 2  # of the evaluations.jsonl records written here
 GATEWAY_KINDS = ("run", "dev")

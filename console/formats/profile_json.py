@@ -22,7 +22,6 @@ from .jsonio import read_json_document
 from .problems import FormatError, ReadResult
 from .profile_record import is_job_record
 
-PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
 _TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 

@@ -11,11 +11,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from console.formats.gpu_side import RESULT_PREFIX, evaluation_record, parse_result_line
+from console.formats.gpu_side import PROFILE_PREFIX, RESULT_PREFIX, evaluation_record, parse_result_line
 from console.formats.plainjson import append_json_line, atomic_write_bytes, dumps
 from console.formats.problems import FormatError
 
-PROFILE_PREFIX = "[sandbox] PROFILE_JSON="
 GATEWAY_PROFILE = "gateway_profile.json"
 EVALUATIONS = Path(".atrex_long_horizon") / "evaluations.jsonl"
 
