@@ -23,11 +23,18 @@ def bundled_state(cache_home: Path) -> EpisodeState:
         return Session(str(workspace.campaign_root), workspace=workspace).scan()
 
 
-def bundled_episode_state(cache_home: Path, number: int) -> EpisodeState:
-    """Episode ``number`` of the example, opened from its worktree in the unpacked copy."""
+def episode_worktree(cache_home: Path, number: int) -> Path:
+    """Episode ``number``'s worktree in the copy the example unpacks to under ``cache_home``."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache_home))
         opened = resolve_workspace(str(ARCHIVE))
-        (worktree,) = Path(opened.campaign_root).parent.glob(
-            f".atrex_long_horizon_worktrees/{opened.name}/e{number:04d}-*")
+    (worktree,) = Path(opened.campaign_root).parent.glob(f".atrex_long_horizon_worktrees/{opened.name}/e{number:04d}-*")
+    return worktree
+
+
+def bundled_episode_state(cache_home: Path, number: int) -> EpisodeState:
+    """Episode ``number`` of the example, opened from its worktree in the unpacked copy."""
+    worktree = episode_worktree(cache_home, number)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache_home))
         return Session(str(worktree)).scan()

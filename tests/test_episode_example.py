@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import bundled_example
 from console.episode.archive import DONE_MARKER, open_archive
 from console.episode.workspace import WorkspaceError, resolve_workspace
 
@@ -42,11 +43,7 @@ def test_archive_is_small_and_safe():
 
 def episode_worktree(number: int, env: dict) -> Path:
     """The worktree of episode ``number`` inside the copy the archive unpacks to."""
-    proc = cli("status", "--json", str(ARCHIVE), env=env)
-    assert proc.returncode == 0, proc.stderr
-    worktrees = Path(json.loads(proc.stdout)["episode"]["worktree"]).parent
-    (worktree,) = worktrees.glob(f"e{number:04d}-*")
-    return worktree
+    return bundled_example.episode_worktree(Path(env["XDG_CACHE_HOME"]), number)
 
 
 def test_status_of_the_recorded_episode(cache_env):
