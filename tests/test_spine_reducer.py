@@ -5,7 +5,7 @@ import pytest
 from console.episode import events as ev
 from console.episode.events import Event
 from console.episode.reducer import Reducer, fold
-from spine_helpers import tele, telemetry_record
+from spine_helpers import T0, tele, telemetry_record
 
 
 def events(*records, path="/w/.atrex_long_horizon/telemetry.jsonl"):
@@ -218,3 +218,20 @@ def test_batched_fold_equals_one_event_at_a_time(seed):
     assert expected.orchestration_seconds == pytest.approx(
         sum(max(0.0, span - attributed.get(key, 0.0)) for key, span in spans.items())
     )
+
+
+def test_a_timestamp_without_offset_is_utc_whatever_the_local_zone(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        with_offset = [tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 4.0, phase="profile")]
+        naive = [dict(r, timestamp=r["timestamp"].removesuffix("+00:00")) for r in with_offset]
+        assert naive[0]["timestamp"] != with_offset[0]["timestamp"]
+        expected, got = fold(events(*with_offset)).phase_spans[0], fold(events(*naive)).phase_spans[0]
+        assert (got.start_at, got.end_at) == (expected.start_at, expected.end_at)
+        assert got.start_at == pytest.approx(T0.timestamp() + 1.0)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

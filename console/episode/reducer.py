@@ -20,12 +20,13 @@ every episode's own, archived and live.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace
 
-from console.formats.telemetry import FoldedTelemetry, TelemetryRecord, record_epoch
+from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
 
 from . import events as ev
 from .comparisons import Comparisons
@@ -155,7 +156,9 @@ class _TelemetryFold:
         current: _OpenPhase | None = None
         latest: float | None = None
         for number, record in enumerate(records, self.count + 1):
-            at = record_epoch(record.timestamp)
+            # formats.telemetry.record_epoch, written out: this runs once per record of a cold ingest
+            ts = record.timestamp
+            at = None if ts is None else (ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)).timestamp()
             if at is not None and (latest is None or at > latest):
                 latest = at
             if clock is None or record.iteration_id != iteration_id or record.attempt_id != attempt_id:
