@@ -1,6 +1,7 @@
 """Spine benchmarks (issue goals), printed as one JSON document.
 
-    python benchmarks/spine.py [--events 1000000] [--example PATH] [--only PART[,PART]] [--cpu N] [--python PATH]
+    python benchmarks/spine.py [--events 1000000] [--example PATH] [--only PART[,PART]] [--repeats 5] [--cpu N]
+                               [--python PATH]
 
 ``--only`` runs some parts (cold_ingest, peak_rss, one_more_event, append_latency,
 status_startup); ``--cpu N`` pins this process and its children to core N. Cold ingest
@@ -8,7 +9,7 @@ needs only orjson and msgspec beyond the standard library; the third-party packa
 imported are listed in its result.
 
 - cold ingest + reduce of N telemetry events, against a bare ``orjson.loads`` loop over
-  the same lines, interleaved in the same run (ratio of medians of 3);
+  the same lines, interleaved in the same run (ratio of medians of ``--repeats``, default 5);
 - append latency: write a line, see it on ``episcope events --follow`` (p50/p95 of 40);
 - one more event on the N-event episode: refresh + snapshot (median of 50);
 - ``episcope status --json`` on the example against ``python -c pass`` (median of 20);
@@ -34,9 +35,9 @@ sys.path.insert(0, str(HERE.parent))
 from workloads import telemetry_lines, write_telemetry_workspace  # noqa: E402
 
 
-def cold_ingest(root: str, path: str, count: int) -> dict:
+def cold_ingest(root: str, path: str, count: int, repeats: int = 5) -> dict:
     """Ingest + reduce against the bare orjson loop over the same lines, interleaved,
-    medians of 3. CPU time is reported beside wall time: on a shared machine it is the
+    medians of ``repeats``. CPU time is reported beside wall time: on a shared machine it is the
     steadier of the two."""
     before = set(sys.modules)
     import orjson
@@ -45,7 +46,7 @@ def cold_ingest(root: str, path: str, count: int) -> dict:
 
     data = Path(path).read_bytes()
     bare, ours, bare_cpu, ours_cpu = [], [], [], []
-    for _ in range(3):
+    for _ in range(repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
         for line in data.split(b"\n"):
             if line:
@@ -216,6 +217,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--example", help="workspace for the status startup check (default: the bundled example)")
     parser.add_argument("--only", help=f"comma-separated parts to run (default: all of {', '.join(PARTS)})")
+    parser.add_argument("--repeats", type=int, default=5, help="cold_ingest: interleaved runs of each side")
     parser.add_argument("--cpu", type=int, help="pin the benchmark (and the processes it starts) to this core")
     parser.add_argument("--python", help="status_startup: time the episcope installed beside this interpreter "
                                          "(e.g. a venv with a regular install of the wheel)")
@@ -232,7 +234,7 @@ def main() -> None:
             root = os.path.join(tmp, "big")
             path = write_telemetry_workspace(root, args.events)
             if "cold_ingest" in parts:
-                results["cold_ingest"] = cold_ingest(root, path, args.events)
+                results["cold_ingest"] = cold_ingest(root, path, args.events, args.repeats)
             if "peak_rss" in parts:
                 results["peak_rss"] = peak_rss(root)
             if "one_more_event" in parts:
