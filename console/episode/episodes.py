@@ -46,18 +46,36 @@ def by_episode(paths: Iterable[str]) -> dict[int | None, set[str]]:
     return groups
 
 
+class SandboxCounts(msgspec.Struct, frozen=True):
+    """Each sandbox job of an episode counted once (``sandbox_counts`` in reducer.py): a job
+    record by its outcome, a telemetry sandbox operation only when no job record names it."""
+
+    running: int  # queued too
+    succeeded: int
+    failed: int  # failed, timed out or lost: ended without a result
+    cancelled: int
+    seconds: float | None  # summed over the ended jobs counted; None: one of them states no duration
+    untimed: int  # ended jobs that state no duration
+    jobs: Mapping[str, int]  # the job records by their exact state
+
+    def to_json(self) -> dict[str, object]:
+        return {"running": self.running, "succeeded": self.succeeded, "failed": self.failed,
+                "cancelled": self.cancelled, "seconds": self.seconds, "jobs": dict(self.jobs)}
+
+
 class RuntimeFacts(msgspec.Struct, frozen=True):
-    """What one episode's runtime files say (the reducer folds them)."""
+    """What one episode's runtime files say (the reducer folds them); None: no file says it."""
 
     telemetry_events: int | None  # None: no telemetry file
     phase_timing: PhaseTiming | None
     source_reads: int | None
-    sandbox: Mapping[str, int] | None  # succeeded / failed / running operations
-    sandbox_seconds: float | None
+    sandbox: SandboxCounts | None  # None: neither a telemetry file nor a job record
     evaluations: int | None  # None: no evaluations file
+    evaluation_kernels: int | None  # distinct kernel_sha256 named; None: no evaluation names one
     journal_state: str | None
     journal_experiments: int | None
     handoff: str | None  # the handoff's status
+    unreadable: frozenset[str] = frozenset()  # names of its runtime files that could not be read
 
 
 class Verification(msgspec.Struct, frozen=True):
@@ -104,7 +122,7 @@ class EpisodeRecord(msgspec.Struct, frozen=True):
             "telemetry_events": runtime.telemetry_events,
             "phase_timing": None if runtime.phase_timing is None else runtime.phase_timing.to_json(),
             "source_reads": runtime.source_reads,
-            "sandbox": None if runtime.sandbox is None else {**runtime.sandbox, "seconds": runtime.sandbox_seconds},
+            "sandbox": None if runtime.sandbox is None else runtime.sandbox.to_json(),
             "evaluations": runtime.evaluations,
             "journal": None if runtime.journal_state is None and runtime.journal_experiments is None
             else {"state": runtime.journal_state, "experiments": runtime.journal_experiments},
@@ -168,19 +186,46 @@ def _record(number: int | None, source: str, attempt: Attempt | None, active: Ac
         tokens=attempt.tokens if attempt is not None else None,
         runtime=runtime,
         verifications=tuple(verifications),
-        unknown=why_unknown(runtime, archived=source == "archived", attempt=attempt),
+        unknown=why_unknown(runtime, number=number, archived=source == "archived", attempt=attempt),
     )
 
 
-def why_unknown(runtime: RuntimeFacts, *, archived: bool, attempt: Attempt | None) -> Mapping[str, str]:
+# The runtime facts' keys, as the status document names them: ``unknown`` gives a reason for
+# each that is null, the episode's own in ``episodes[]``, the current episode's at the top level.
+RUNTIME_KEYS = ("telemetry_events", "phase_timing", "source_reads", "sandbox", "sandbox.seconds",
+                "evaluations", "evaluations.kernels", "journal", "handoff")
+
+
+def runtime_directory(number: int | None, *, archived: bool) -> str:
+    """Where an episode's runtime files are, as a reason names it."""
+    if archived and number is not None:
+        return f"episodes/e{number:04d}/episode_runtime/"
+    return "the episode worktree's .atrex_long_horizon/"
+
+
+def why_unknown(runtime: RuntimeFacts, *, number: int | None, archived: bool, attempt: Attempt | None) -> Mapping[str, str]:
     """A reason for each runtime fact and outcome no file gave."""
-    where = "episodes/eNNNN/episode_runtime/" if archived else "the episode worktree's .atrex_long_horizon/"
+    where = runtime_directory(number, archived=archived)
+
+    def missing(name: str, what: str) -> str:
+        if name in runtime.unreadable:
+            return f"{name} in {where} could not be read (see unreadable)"
+        return f"no {what} in {where}"
+
     reasons: dict[str, str] = {}
     if runtime.telemetry_events is None:
-        for key in ("telemetry_events", "phase_timing", "source_reads", "sandbox"):
-            reasons[key] = f"no telemetry.jsonl in {where}"
+        for key in ("telemetry_events", "phase_timing", "source_reads"):
+            reasons[key] = missing("telemetry.jsonl", "telemetry.jsonl")
+    sandbox = runtime.sandbox
+    if sandbox is None:
+        reasons["sandbox"] = reasons["sandbox.seconds"] = (
+            f"{missing('telemetry.jsonl', 'telemetry.jsonl')}, and no sandbox job record")
+    elif sandbox.seconds is None:
+        reasons["sandbox.seconds"] = f"{sandbox.untimed} ended sandbox job(s) state no duration"
     if runtime.evaluations is None:
-        reasons["evaluations"] = f"no evaluation recorded in {where}"
+        reasons["evaluations"] = reasons["evaluations.kernels"] = missing("evaluations.jsonl", "evaluation recorded")
+    elif runtime.evaluation_kernels is None:
+        reasons["evaluations.kernels"] = "no evaluation names its kernel (kernel_sha256)"
     if runtime.journal_state is None and runtime.journal_experiments is None:
         reasons["journal"] = f"no readable journal.json in {where}"
     if runtime.handoff is None:

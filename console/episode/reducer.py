@@ -27,14 +27,16 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import replace
 
 from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
+from console.formats.telemetry_builders import PHASES
 
 from . import events as ev
 from .comparisons import Comparisons
-from .episodes import RuntimeFacts, build_history, by_episode
+from .episodes import NO_RUNTIME, RuntimeFacts, SandboxCounts, build_history, by_episode
 from .guards import evaluate_guards
+from .job_outcome import job_outcome
 from .job_logs import JobLogs
 from .kernels import dominant_kernel
-from .phase_timing import PhaseTimer
+from .phase_timing import INVALID_MARKER, PhaseTimer
 from .phase_timing import combine as combine_timing
 from .registry import DOCUMENT_KINDS
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
@@ -43,9 +45,18 @@ from .views import Prefix, combine
 if TYPE_CHECKING:
     from console.formats.abba import AbbaRun
     from console.formats.evaluations import EvaluationRecord
+    from console.formats.job_record import JobRecord
     from console.formats.memory import MemoryVersion
     from console.formats.problems import Unreadable
     from console.formats.timeline import MeasureRun
+
+    from .episodes import EpisodeRecord
+    from .state import AbbaComparison
+
+
+_KNOWN_PHASES = frozenset(PHASES)
+# The runtime files an episode's facts read: one that cannot be read makes them unknown, not 0.
+_RUNTIME_NAMES = frozenset({"telemetry.jsonl", "evaluations.jsonl", "journal.json", "handoff.json", "job.json"})
 
 
 class _Clock:
@@ -81,8 +92,8 @@ _OpenPhase = tuple[str, float | None, float | None]  # (phase, start monotonic, 
 class _TelemetryFold:
     """Everything one telemetry file has said (a replaced file starts a fresh fold)."""
 
-    __slots__ = ("clocks", "count", "ids", "open", "ops_done", "ops_ended", "ops_running", "ops_seconds",
-                 "orchestration", "reads", "reasons", "span_seconds", "spans", "timer", "totals")
+    __slots__ = ("clocks", "count", "ids", "open", "ops_by_id", "ops_done", "ops_ended", "ops_running", "ops_seconds",
+                 "ops_untimed", "orchestration", "reads", "reasons", "span_seconds", "spans", "timer", "totals")
 
     def __init__(self) -> None:
         self.clocks: dict[tuple[str, str], _Clock] = {}  # (iteration, attempt) -> its clock
@@ -95,11 +106,13 @@ class _TelemetryFold:
         self.orchestration: float | None = None
         self.reads: list[SourceRead] = []
         self.ops_done: list[SandboxOperation] = []
+        self.ops_by_id: dict[str, SandboxOperation] = {}  # completed, by operation id (a job record names one)
         self.ops_running: dict[str, SandboxOperation] = {}
-        # Completed operations by status and their summed duration (None until one states
-        # it), counted as they complete: a snapshot must not walk every operation.
+        # Completed operations by status, their summed duration and how many state none,
+        # counted as they complete: a snapshot must not walk every operation.
         self.ops_ended: dict[str, int] = {}
-        self.ops_seconds: float | None = None
+        self.ops_seconds = 0.0
+        self.ops_untimed = 0
         self.count = 0
         # Interning: a million records share a handful of ids, phases and categories, so
         # the spans keep one string each instead of one per record.
@@ -177,6 +190,11 @@ class _TelemetryFold:
                 elif mono < first:
                     first = mono
             event = record.event
+            if event[0] == "p" and record.phase not in _KNOWN_PHASES:
+                # AKA's reader ignores a marker of no known phase (invalid_phase_marker): it
+                # neither opens nor closes a phase, so it is counted, not paired.
+                self.reasons[INVALID_MARKER] = self.reasons.get(INVALID_MARKER, 0) + 1
+                continue
             if event == "phase_completed":
                 if current is None:
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
@@ -215,9 +233,11 @@ class _TelemetryFold:
                 category = record.category or (started.category if started else None)
                 status = "succeeded" if record.status == "succeeded" else "failed"
                 self.ops_ended[status] = self.ops_ended.get(status, 0) + 1
-                if record.duration_seconds is not None:
-                    self.ops_seconds = (self.ops_seconds or 0.0) + record.duration_seconds
-                self.ops_done.append(SandboxOperation(
+                if record.duration_seconds is None:
+                    self.ops_untimed += 1
+                else:
+                    self.ops_seconds += record.duration_seconds
+                done = SandboxOperation(
                     operation_id=op_id,
                     category=self._intern(category),
                     iteration_id=iteration_id,
@@ -228,7 +248,9 @@ class _TelemetryFold:
                     status=status,
                     exit_status=record.exit_status,
                     failure_type=record.failure_type,
-                ))
+                )
+                self.ops_done.append(done)
+                self.ops_by_id[op_id] = done
         if clock is not None:
             self._end_run(clock, first, last, current)
         self.count += len(records)
@@ -364,37 +386,68 @@ class Reducer:
             return None
         return docs[max(paths, key=lambda p: (self._document_at.get(p) or 0.0, p))]
 
-    def _episode_runtime(self) -> tuple[dict[int | None, set[str]], set[str], str | None]:
-        """Runtime files by episode (episodes.py), the ones the status's episode reads (the
-        live episode's, else, between episodes, the last archived one's) and which that is."""
-        groups = by_episode([*self._telemetry, *self._evaluations, *self._documents.get(ev.JOURNAL, ()),
-                             *self._documents.get(ev.HANDOFF, ())])
-        if groups.get(None):
-            return groups, groups[None], "live"
-        archived = [n for n in groups if n is not None]
-        return (groups, groups[max(archived)], "archived") if archived else (groups, set(), None)
+    def _runtime_groups(self) -> dict[int | None, set[str]]:
+        """Runtime files by episode (episodes.py): its telemetry, evaluations, journal,
+        handoff and sandbox job records, and those of them that could not be read."""
+        unreadable = [path for path, _ in self._unreadable if path.rsplit("/", 1)[-1] in _RUNTIME_NAMES]
+        return by_episode([*self._telemetry, *self._evaluations, *self._documents.get(ev.JOURNAL, ()),
+                           *self._documents.get(ev.HANDOFF, ()), *self._documents.get(ev.JOB, ()), *unreadable])
 
     def _runtime_facts(self, paths: set[str]) -> RuntimeFacts:
         folds = [self._telemetry[p] for p in sorted(paths) if p in self._telemetry]
         lists = [self._evaluations[p] for p in sorted(paths) if p in self._evaluations]
+        jobs = self._documents.get(ev.JOB) or {}
         journal, handoff = self._latest(ev.JOURNAL, paths), self._latest(ev.HANDOFF, paths)
-        ops: dict[str, int] = {"running": 0, "succeeded": 0, "failed": 0}
-        seconds = [f.ops_seconds for f in folds if f.ops_seconds is not None]
-        for fold in folds:
-            for status, count in fold.ops_ended.items():
-                ops[status] += count
-            ops["running"] += len(fold.ops_running)
+        kernels = {record.kernel_sha256 for records in lists for record in records if record.kernel_sha256}
         return RuntimeFacts(
             telemetry_events=sum(f.count for f in folds) if folds else None,
             phase_timing=combine_timing(f.timer.timing() for f in folds),
             source_reads=sum(len(f.reads) for f in folds) if folds else None,
-            sandbox=MappingProxyType(ops) if folds else None,
-            sandbox_seconds=sum(seconds) if seconds else None,
+            sandbox=_sandbox_counts(folds, [jobs[p] for p in sorted(paths) if p in jobs]),
             evaluations=sum(len(records) for records in lists) if lists else None,
+            evaluation_kernels=len(kernels) if kernels else None,
             journal_state=journal.state if journal else None,
             journal_experiments=len(journal.experiments or ()) if journal else None,
             handoff=handoff.status if handoff else None,
+            unreadable=frozenset(path.rsplit("/", 1)[-1] for path, _ in self._unreadable if path in paths),
         )
+
+    def _history(self, comparisons: tuple[AbbaComparison, ...]
+                 ) -> tuple[tuple[EpisodeRecord, ...], EpisodeRecord | None, set[str]]:
+        """Every episode's record (episodes.build_history), the current one and its runtime
+        files. The current episode is the worktree's (the live one, or the archived episode
+        whose worktree is still there), else, between episodes, the last archived one. Its
+        record and the state's episode fields read the same files.
+
+        Sandbox job records sit in the worktree whatever becomes of the episode: once the
+        worktree's episode is archived, they count in its archived record."""
+        groups = self._runtime_groups()
+        live = groups.get(None)
+        active = self._latest(ev.ACTIVE_EPISODE)
+        live_journal = self._latest(ev.JOURNAL, live) if live else None
+        live_number = active.episode if active else (live_journal.episode if live_journal else None)
+        live_jobs = {p for p in live or () if p in (self._documents.get(ev.JOB) or {})}
+        archived_paths = {n: paths | live_jobs if n == live_number else paths
+                          for n, paths in groups.items() if n is not None}
+        supervisor = self._latest(ev.STATE)
+        records = build_history(
+            [*(supervisor.attempts or () if supervisor else ()), *self._all(ev.ATTEMPT)],
+            active,
+            {n: self._runtime_facts(paths) for n, paths in archived_paths.items()},
+            self._runtime_facts(live) if live else None,
+            live_number,
+            comparisons,
+        )
+        if not records:
+            return records, None, set()
+        current = records[-1]
+        if live:  # build_history gave the worktree's episode a record: live, or archived under its number
+            current = next(r for r in reversed(records) if r.source == "live" or r.episode == live_number)
+        if current.source == "live":
+            return records, current, live or set()
+        if current.episode in archived_paths:
+            return records, current, archived_paths[current.episode]
+        return records, current, (live or set()) if current.episode == live_number else set()
 
     def _all(self, kind: str, sort_key: Callable[[Any], Any] | None = None) -> tuple[Any, ...]:
         docs = self._documents.get(kind)
@@ -407,7 +460,12 @@ class Reducer:
     def snapshot(self) -> EpisodeState:
         if self._snapshot is not None:
             return self._snapshot
-        groups, current, runtime = self._episode_runtime()
+        abba = self._all(ev.ABBA)
+        abba_runs = MappingProxyType({p: Prefix(r) for p, r in sorted(self._abba_runs.items())})
+        measure_runs = MappingProxyType({p: Prefix(r) for p, r in sorted(self._measure_runs.items())})
+        abba_comparisons = self._comparisons.abba(abba, abba_runs)
+        episodes, record, current = self._history(abba_comparisons)
+        facts = record.runtime if record is not None else NO_RUNTIME
         folds = [self._telemetry[p] for p in sorted(self._telemetry) if p in current]
         totals: dict[str, _Tally] = {}
         for fold in folds:
@@ -440,10 +498,10 @@ class Reducer:
         running_ops = tuple(op for fold in folds for op in fold.ops_running.values())
         evaluations = combine([Prefix(self._evaluations[p]) for p in sorted(self._evaluations) if p in current])
         by_sha: dict[str, list[EvaluationRecord]] = {}
-        for record in evaluations:
-            sha = record.kernel_sha256
+        for evaluation in evaluations:
+            sha = evaluation.kernel_sha256
             if sha:
-                by_sha.setdefault(sha, []).append(record)
+                by_sha.setdefault(sha, []).append(evaluation)
         versions = self._all(ev.MEMORY_VERSION, sort_key=_version_key)
         jobs = self._all(ev.JOB, sort_key=lambda job: job.created_at or "")[::-1]
         profiles = self._all(ev.PROFILE)
@@ -456,7 +514,9 @@ class Reducer:
             attempts=self._all(ev.ATTEMPT),
             journal=self._latest(ev.JOURNAL, current),
             handoff=self._latest(ev.HANDOFF, current),
-            runtime=runtime,
+            runtime=record.source if record is not None else None,
+            current_episode=record,
+            episodes=episodes,
             live_memory=self._latest(ev.LIVE_MEMORY),
             telemetry_summaries=self._all(ev.TELEMETRY_SUMMARY),
             git=self._latest(ev.GIT),
@@ -470,19 +530,21 @@ class Reducer:
             source_reads=combine([Prefix(f.reads) for f in folds]),
             sandbox_operations=combine([Prefix(f.ops_done) for f in folds] + [running_ops]),
             running_operations=running_ops,
-            telemetry_events=sum(f.count for f in folds),
-            phase_timing=combine_timing(f.timer.timing() for f in folds),
+            telemetry_events=facts.telemetry_events,
+            phase_timing=facts.phase_timing,
             evaluations=evaluations,
             evaluations_by_sha=MappingProxyType({k: tuple(v) for k, v in by_sha.items()}),
             versions=versions,
             incumbent_curve=_incumbent_curve(versions),
             profiles=profiles,
             dominant_kernel=dominant_kernel(profiles),
-            abba=self._all(ev.ABBA),
+            abba=abba,
             timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
             timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),
-            measure_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._measure_runs.items())}),
-            abba_runs=MappingProxyType({p: Prefix(r) for p, r in sorted(self._abba_runs.items())}),
+            measure_runs=measure_runs,
+            abba_runs=abba_runs,
+            abba_comparisons=abba_comparisons,
+            measure_comparisons=self._comparisons.measure(measure_runs),
             jobs=jobs,
             job_logs=self._job_logs.snapshot(),
             gpu=self._gpu,
@@ -491,22 +553,66 @@ class Reducer:
             last_event_at=self._last_at,
             event_count=self._count,
         )
-        state = replace(state, abba_comparisons=self._comparisons.abba(state.abba, state.abba_runs),
-                        measure_comparisons=self._comparisons.measure(state.measure_runs))
-        live = groups.get(None)
-        live_journal = self._latest(ev.JOURNAL, live) if live else None
-        active_episode = state.active_episode
-        state = replace(state, episodes=build_history(
-            [*(state.supervisor.attempts or () if state.supervisor else ()), *state.attempts],
-            active_episode,
-            {n: self._runtime_facts(paths) for n, paths in groups.items() if n is not None},
-            self._runtime_facts(live) if live else None,
-            active_episode.episode if active_episode else (live_journal.episode if live_journal else None),
-            state.abba_comparisons,
-        ))
         state = _with_alerts(state)
         self._snapshot = state
         return state
+
+
+def _sandbox_counts(folds: Sequence[_TelemetryFold], jobs: Sequence[JobRecord]) -> SandboxCounts | None:
+    """Each sandbox job counted once: a job record by its outcome (``job_outcome``), a
+    telemetry operation only when no job record names its operation id. ``seconds`` sums
+    the ended jobs' durations (a record's own, else its operation's); a job that ended
+    before it started ran none. None when neither a telemetry file nor a job record is there."""
+    if not folds and not jobs:
+        return None
+    counts = {"running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    seconds, untimed = 0.0, 0
+    for fold in folds:
+        for status, count in fold.ops_ended.items():
+            counts[status] += count
+        counts["running"] += len(fold.ops_running)
+        seconds += fold.ops_seconds
+        untimed += fold.ops_untimed
+    by_state: dict[str, int] = {}
+    named: set[str] = set()
+    for job in jobs:
+        by_state[job.state] = by_state.get(job.state, 0) + 1
+        op = _operation(folds, job.operation_id) if job.operation_id not in named else None
+        if op is not None:  # the job record stands for this operation: take the operation out
+            named.add(op.operation_id)
+            counts[op.status] -= 1
+            if op.status != "running":
+                if op.duration_seconds is None:
+                    untimed -= 1
+                else:
+                    seconds -= op.duration_seconds
+        outcome = job_outcome(job.state)
+        counts[outcome] += 1
+        duration = job.duration_seconds
+        if duration is None and op is not None:
+            duration = op.duration_seconds
+        if outcome == "running":
+            continue
+        if duration is None and not job.started_at:
+            duration = 0.0
+        if duration is None:
+            untimed += 1
+        else:
+            seconds += duration
+    return SandboxCounts(running=counts["running"], succeeded=counts["succeeded"], failed=counts["failed"],
+                         cancelled=counts["cancelled"], seconds=None if untimed else max(seconds, 0.0),
+                         untimed=untimed, jobs=MappingProxyType(by_state))
+
+
+def _operation(folds: Sequence[_TelemetryFold], operation_id: str | None) -> SandboxOperation | None:
+    """The telemetry operation a job record names, completed or still running."""
+    if not operation_id:
+        return None
+    for fold in folds:
+        op = fold.ops_by_id.get(operation_id) or fold.ops_running.get(operation_id)
+        if op is not None:
+            return op
+    return None
 
 
 def _version_key(version: MemoryVersion) -> tuple[bool, int]:

@@ -162,18 +162,23 @@ class EpisodeState(msgspec.Struct, frozen=True):
     phase_totals: Mapping[str, PhaseTotal] = EMPTY
     active_phase: PhaseSpan | None = None  # the most recently opened phase still running
     open_spans: tuple[PhaseSpan, ...] = ()  # every phase still open, one per iteration/attempt
-    partial_reasons: Mapping[str, int] = EMPTY  # why spans are partial, e.g. overlapping: 2
+    # why spans are partial, e.g. overlapping: 2; invalid_phase_marker counts the markers of
+    # no known phase, which open and close nothing (AKA's reader ignores them too)
+    partial_reasons: Mapping[str, int] = EMPTY
     orchestration_seconds: float | None = None
     telemetry_span_seconds: float | None = None
     source_reads: Sequence[SourceRead] = ()
     sandbox_operations: Sequence[SandboxOperation] = ()  # completed, then running
     running_operations: tuple[SandboxOperation, ...] = ()  # started, not yet completed
-    telemetry_events: int = 0
+    telemetry_events: int | None = None  # None: no telemetry file (current_episode says why)
     phase_timing: PhaseTiming | None = None  # AKA's own phase measurement of the same files (phase_timing.py)
     # Whose runtime files the episode fields above read: "live" (the running episode's),
-    # "archived" (between episodes: the last one's, under episodes/eNNNN/), None (no file).
+    # "archived" (between episodes: the last one's, under episodes/eNNNN/), None (no episode).
     runtime: str | None = None
     episodes: tuple[EpisodeRecord, ...] = ()  # every episode of the campaign, oldest first (episodes.py)
+    # The newest of ``episodes``: the one the episode fields read. Its runtime facts and their
+    # reasons are the status document's top-level counts, so the two cannot disagree.
+    current_episode: EpisodeRecord | None = None
     # Evaluations, canonical memory, verification.
     evaluations: Sequence[EvaluationRecord] = ()  # in file order
     evaluations_by_sha: Mapping[str, tuple[EvaluationRecord, ...]] = EMPTY

@@ -1,18 +1,24 @@
 """The human form of the status document (``episcope status`` without --json).
 
-Phase names, paths, alert messages and the rest come from agent-written files: every line
-goes through ``visible`` so no control sequence reaches the terminal.
+It prints what the JSON says: a null is "unknown", never 0. Phase names, paths, alert
+messages and the rest come from agent-written files: every line goes through ``visible`` so
+no control sequence reaches the terminal, and is cut at ``MAX_LINE`` characters so a
+megabyte-long name cannot flood it (``--json`` keeps every string whole).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .text import visible
 
+MAX_LINE = 400
+
 
 def _fmt(value: object, unit: str = "", digits: int = 1) -> str:
-    if value is None:
+    # NaN and infinities are null in the JSON (jsonio), so unknown here too
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "unknown"
     if isinstance(value, float):
         return f"{value:.{digits}f}{unit}"
@@ -51,19 +57,23 @@ def render_status(doc: dict[str, Any]) -> str:
         lines.append(f"  {phase:<15} {_fmt(entry['wall_seconds'], ' s'):>12}  x{entry['intervals']}{mark}")
     lines.append(f"  {'orchestration':<15} {_fmt(doc['orchestration_seconds'], ' s'):>12}")
     sandbox = doc["sandbox"]
-    lines.append(
-        f"sandbox   running {sandbox['running']}  succeeded {sandbox['succeeded']}  failed {sandbox['failed']}"
-        f"  source reads {doc['source_reads']}"
-    )
+    if sandbox is None:
+        lines.append(f"sandbox   unknown  source reads {_fmt(doc['source_reads'])}")
+    else:
+        lines.append(
+            f"sandbox   running {sandbox['running']}  succeeded {sandbox['succeeded']}  failed {sandbox['failed']}"
+            f"  cancelled {sandbox['cancelled']}  seconds {_fmt(sandbox['seconds'], '', 1)}"
+            f"  source reads {_fmt(doc['source_reads'])}"
+        )
     evals = doc["evaluations"]
     last = evals["last"]
     if last:
         lines.append(
-            f"evals     {evals['count']}  last: all_pass {_fmt(last['all_pass'])}  "
+            f"evals     {_fmt(evals['count'])}  last: all_pass {_fmt(last['all_pass'])}  "
             f"{_fmt(last['latency_us_geomean'], ' us', 2)}  kernel {(last['kernel_sha256'] or 'unknown')[:12]}"
         )
     else:
-        lines.append("evals     none")
+        lines.append(f"evals     {'unknown' if evals['count'] is None else 'none'}")
     incumbent = doc["incumbent"]
     if incumbent:
         lines.append(
@@ -114,4 +124,10 @@ def render_status(doc: dict[str, Any]) -> str:
     for problem in doc["unreadable"]:
         where = problem["path"] if problem["offset"] is None else f"{problem['path']}@{problem['offset']}"
         lines.append(f"UNREADABLE {where}: {problem['error']}")
-    return "".join(visible(line) + "\n" for line in lines)
+    return "".join(_bounded(visible(line)) + "\n" for line in lines)
+
+
+def _bounded(line: str) -> str:
+    if len(line) <= MAX_LINE:
+        return line
+    return f"{line[:MAX_LINE]}… ({len(line) - MAX_LINE} more characters)"

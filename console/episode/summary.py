@@ -6,11 +6,13 @@ changes when a key changes meaning. Unknown values are ``null``, never 0.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from .episodes import NO_RUNTIME, RUNTIME_KEYS, RuntimeFacts, why_unknown
 from .events import Event
 from .job_outcome import failure_line, job_outcome
 from .kernels import job_elapsed, profile_shape
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "episcope-status/v2"
+SCHEMA_VERSION = "episcope-status/v3"
 
 
 def to_jsonable(value: Any) -> Any:
@@ -118,14 +120,22 @@ def _phases(state: EpisodeState) -> dict[str, Any]:
     return phases
 
 
-def _last_evaluation(state: EpisodeState) -> dict[str, Any] | None:
+def latency(value: float | None) -> float | None:
+    """A stated latency, or None where it is not one (NaN, infinite, zero or negative)."""
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def _last_evaluation(state: EpisodeState, unknown: dict[str, str]) -> dict[str, Any] | None:
     if not state.evaluations:
         return None
     record = state.evaluations[-1]
+    stated = record.result.latency_us_geomean
+    if stated is not None and latency(stated) is None:
+        unknown["evaluations.last.latency_us_geomean"] = f"the evaluation states {stated!r}, not a latency"
     return {
         "kernel_sha256": record.kernel_sha256,
         "all_pass": record.result.all_pass,
-        "latency_us_geomean": record.result.latency_us_geomean,
+        "latency_us_geomean": latency(stated),
         "timestamp": record.timestamp,
         "schema_version": record.schema_version,
         "gateway_kind": record.gateway_kind,
@@ -191,24 +201,15 @@ def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
     ]
 
 
-def _sandbox(state: EpisodeState) -> dict[str, Any]:
-    """One count per sandbox job: a job record by its outcome (``job_outcome``: failed means
-    failed, timed out or lost), and a telemetry sandbox operation only when no job record
-    stands for it (the record names its operation id)."""
-    counts: dict[str, Any] = {"running": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
-    recorded = {job.operation_id for job in state.jobs if job.operation_id}
-    for job in state.jobs:
-        counts[job_outcome(job.state)] += 1
-    for op in state.sandbox_operations:
-        if op.operation_id not in recorded:
-            counts[op.status] = counts.get(op.status, 0) + 1
-    jobs: dict[str, int] = {}
-    for job in state.jobs:
-        jobs[job.state] = jobs.get(job.state, 0) + 1
-    seconds = [op.duration_seconds for op in state.sandbox_operations if op.duration_seconds is not None]
-    counts["seconds"] = sum(seconds) if seconds else None
-    counts["jobs"] = jobs
-    return counts
+def _runtime(state: EpisodeState) -> tuple[RuntimeFacts, dict[str, str]]:
+    """The current episode's runtime facts and why each unknown one is null: the very
+    record ``episodes`` lists for it, so the top level and ``episodes[]`` agree."""
+    record = state.current_episode
+    if record is None:
+        runtime, reasons = NO_RUNTIME, why_unknown(NO_RUNTIME, number=None, archived=False, attempt=None)
+    else:
+        runtime, reasons = record.runtime, record.unknown
+    return runtime, {key: reasons[key] for key in RUNTIME_KEYS if key in reasons}
 
 
 def _abba(state: EpisodeState) -> list[dict[str, Any]]:
@@ -401,6 +402,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
     active = state.active_phase
     reading = state.gpu if gpu is None else gpu
     checks = state.preflight if preflight is None else preflight
+    runtime, unknown = _runtime(state)
     return {
         "schema_version": SCHEMA_VERSION,
         "campaign": {"name": state.campaign, "root": state.campaign_root},
@@ -411,10 +413,11 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "phases": _phases(state),
         "phase_timing": None if state.phase_timing is None else state.phase_timing.to_json(),
         "orchestration_seconds": state.orchestration_seconds,
-        "telemetry_events": state.telemetry_events,
-        "source_reads": len(state.source_reads),
-        "sandbox": _sandbox(state),
-        "evaluations": {"count": len(state.evaluations), "kernels": len(state.evaluations_by_sha), "last": _last_evaluation(state)},
+        "telemetry_events": runtime.telemetry_events,
+        "source_reads": runtime.source_reads,
+        "sandbox": None if runtime.sandbox is None else runtime.sandbox.to_json(),
+        "evaluations": {"count": runtime.evaluations, "kernels": runtime.evaluation_kernels,
+                        "last": _last_evaluation(state, unknown)},
         "incumbent": _incumbent(state),
         "versions": _versions(state),
         "supervisor": _supervisor(state.supervisor),
@@ -436,4 +439,5 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "git": None if state.git is None else msgspec.to_builtins(state.git),
         "alerts": [msgspec.to_builtins(a) for a in state.alerts],
         "unreadable": [_unreadable(u) for u in state.unreadable],
+        "unknown": unknown,
     }
