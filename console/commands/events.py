@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
 
     batch: list[Event] = []
-    for event in session.scan_events():
+    for event in session.scan_events(final=not args.follow):
         batch.append(event)
         if len(batch) >= 4096:
             emit(batch)

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from console.episode.preflight import check_preflight
 
     reading = _gpu_reading()
-    document = status_document(session.scan(), gpu=reading, preflight=check_preflight(reading))
+    document = status_document(session.scan(final=True), gpu=reading, preflight=check_preflight(reading))
     if args.json:
         from console.formats.jsonio import dumps
 

@@ -116,39 +116,46 @@ class Ingest:
 
     # -- reading -------------------------------------------------------------------------
 
-    def scan(self) -> Iterator[Event]:
+    def scan(self, *, final: bool = False) -> Iterator[Event]:
         """Every event the workspace holds now (a generator: a huge file streams)."""
-        for batch in self.scan_batches():
+        for batch in self.scan_batches(final=final):
             yield from batch
 
-    def scan_batches(self, *, git: bool = True) -> Iterator[list[Event]]:
+    def scan_batches(self, *, git: bool = True, final: bool = False) -> Iterator[list[Event]]:
         """The cold scan in batches of at most one read chunk of a line file, the git facts
-        last (``git=False``: left to the next ``refresh``)."""
+        last (``git=False``: left to the next ``refresh``).
+
+        ``final``: a one-shot read that no ``refresh`` will follow (``status``, ``events``
+        without ``--follow``, replay): a line file's last line is read even without its
+        newline (``Tailer.batches``). A live session leaves it for the writer to finish."""
         for artifact, path in self._found():
             if artifact.layout == "lines":
-                yield from self.read_lines_batched(artifact, path)
+                yield from self.read_lines_batched(artifact, path, final=final)
             else:
                 yield self._read(artifact, path)
         if git:
             yield self._git_events(force=True)
 
-    def scan_into(self, reducer: Reducer, *, git: bool = True) -> None:
+    def scan_into(self, reducer: Reducer, *, git: bool = True, final: bool = False) -> None:
         """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
         Telemetry is decoded into ``FoldedTelemetry`` (only what the reducer folds) and
         handed over without Event objects; a read chunk with a bad line, and every other
-        file, go through events as usual.
+        file, go through events as usual. ``final`` as for ``scan_batches``.
         """
         for artifact, path in self._found():
             if artifact.kind == ev.TELEMETRY:
-                for base, lines in self._tailer(artifact, path).batches():
+                tailer = self._tailer(artifact, path)
+                failed_before = tailer.error
+                for base, lines in tailer.batches(final=final):
                     records = decode_folded_lines(lines)
                     if records is None:
-                        reducer.feed(_line_events(artifact, path, base, lines, self._tailer(artifact, path).mtime))
+                        reducer.feed(_line_events(artifact, path, base, lines, tailer.mtime, tailer.unterminated))
                     else:
                         reducer.fold_telemetry(path, records)
+                reducer.feed(self._read_failure(artifact, path, failed_before))
             elif artifact.layout == "lines":
-                for batch in self.read_lines_batched(artifact, path):
+                for batch in self.read_lines_batched(artifact, path, final=final):
                     reducer.feed(batch)
             else:
                 reducer.feed(self._read(artifact, path))
@@ -193,17 +200,34 @@ class Ingest:
             known = self._tailers[path] = (artifact, Tailer(path))
         return known[1]
 
-    def read_lines_batched(self, artifact: Artifact, path: str) -> Iterator[list[Event]]:
-        """Line events in read-chunk-sized batches (a huge file streams)."""
+    def _read_failure(self, artifact: Artifact, path: str, failed_before: str | None) -> list[Event]:
+        """The unreadable event for a line file the last read could not read, unless the read
+        before failed the same way (a live session retries every tick: one event, not one a
+        tick). Whatever read it next starts it over (``Tailer``), which drops the event."""
         tailer = self._tailer(artifact, path)
+        if tailer.error is None or (tailer.error == failed_before and not tailer.reset):
+            return []
+        stamp = _stamp(path)
+        at = stamp[2] / 1e9 if stamp is not None else _removed_at(path)
+        return [Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, one_line(tailer.error)))]
+
+    def read_lines_batched(self, artifact: Artifact, path: str, *, final: bool = False) -> Iterator[list[Event]]:
+        """Line events in read-chunk-sized batches (a huge file streams); ``final`` as for
+        ``scan_batches``. A file that could not be read is an unreadable event after the
+        lines read before the failure."""
+        tailer = self._tailer(artifact, path)
+        failed_before = tailer.error
         first = True
-        for base, lines in tailer.batches():
+        for base, lines in tailer.batches(final=final):
             out = [Event(ev.REMOVED, path, None, _removed_at(path), artifact.kind)] if first and tailer.reset else []
             first = False
-            out += _line_events(artifact, path, base, lines, tailer.mtime)
+            out += _line_events(artifact, path, base, lines, tailer.mtime, tailer.unterminated)
             yield out
         if first and tailer.reset:
             yield [Event(ev.REMOVED, path, None, _removed_at(path), artifact.kind)]
+        failure = self._read_failure(artifact, path, failed_before)
+        if failure:
+            yield failure
 
     def _read_document(self, artifact: Artifact, path: str) -> list[Event]:
         stamp = _stamp(path)
@@ -332,11 +356,14 @@ def _removed_at(path: str) -> float:
         return time.time()
 
 
-def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes], written_by: float | None) -> list[Event]:
+def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes], written_by: float | None,
+                 unterminated: int | None = None) -> list[Event]:
     """One event per line, parsed alone: a bad line becomes an Unreadable at its offset.
     ``lines`` start at byte ``base`` of the file; empty ones are skipped. A line whose format
     states no time is placed at ``written_by``, the file's mtime when it was read (the line
-    was written by then), so replay never shows it earlier than it could have happened."""
+    was written by then), so replay never shows it earlier than it could have happened.
+    The line at ``unterminated`` lacks its newline: if it cannot be parsed, its writer most
+    likely stopped half-way, and the problem says so."""
     read = artifact.reader()
     out: list[Event] = []
     offset = base
@@ -344,12 +371,14 @@ def _line_events(artifact: Artifact, path: str, base: int, lines: list[bytes], w
         here, offset = offset, offset + len(line) + 1
         if not line:
             continue
+        cut_short = "incomplete last line (no newline at its end): " if here == unterminated else ""
         try:
             record = read(line)
         except FormatError as exc:
-            out.append(Event(ev.UNREADABLE, path, here, written_by, Unreadable(path, here, one_line(exc))))
+            out.append(Event(ev.UNREADABLE, path, here, written_by, Unreadable(path, here, cut_short + one_line(exc))))
         except Exception as exc:  # a parser bug must not hide the record's position
-            out.append(Event(ev.UNREADABLE, path, here, written_by, Unreadable(path, here, f"parser error: {one_line(exc)}")))
+            out.append(Event(ev.UNREADABLE, path, here, written_by,
+                             Unreadable(path, here, f"{cut_short}parser error: {one_line(exc)}")))
         else:
             # A format with times of its own keeps a missing one unknown (the record is at
             # fault); one without (job logs, ABBA runs) takes the file's.

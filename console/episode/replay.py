@@ -259,7 +259,7 @@ def episode_events(path: str | os.PathLike[str] | None) -> tuple[Workspace, list
     from .session import Session
 
     session = Session(path)
-    events = list(session.ingest.scan())
+    events = list(session.ingest.scan(final=True))
     committed = version_commit_times(session.workspace.campaign_root)
     if committed:
         events = [

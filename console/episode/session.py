@@ -57,19 +57,22 @@ class Session:
         self._feed(events)
         return self.state
 
-    def scan(self, *, git: bool = True) -> EpisodeState:
+    def scan(self, *, git: bool = True, final: bool = False) -> EpisodeState:
         """The cold scan; ``git=False`` reads the files only (the next ``refresh`` reads the
-        git facts: the console draws the files' data before git runs)."""
+        git facts: the console draws the files' data before git runs). ``final``: nothing
+        will follow this scan (``status``): a line file's last line counts even without
+        its newline (``Ingest.scan_batches``); a session that goes on to follow leaves it
+        to its writer."""
         if self.on_event is None:
-            self.ingest.scan_into(self.reducer, git=git)
+            self.ingest.scan_into(self.reducer, git=git, final=final)
         else:
-            for batch in self.ingest.scan_batches(git=git):
+            for batch in self.ingest.scan_batches(git=git, final=final):
                 self._feed(batch)
         return self.state
 
-    def scan_events(self) -> Iterator[Event]:
-        """The cold scan as events, folded on the way through."""
-        for batch in self.ingest.scan_batches():
+    def scan_events(self, *, final: bool = False) -> Iterator[Event]:
+        """The cold scan as events, folded on the way through (``final`` as for ``scan``)."""
+        for batch in self.ingest.scan_batches(final=final):
             self._feed(batch)
             yield from batch
 

@@ -2,9 +2,18 @@
 
 A ``Tailer`` remembers how far it has read and returns only complete new lines, each with
 the byte offset it starts at. A last line without its newline is held back (the writer may
-be half-way through it) and read again once it is complete. A file that became shorter, or
-was replaced by another file (new inode), is read again from the start; the caller learns
-of it through ``reset`` so it can drop what it derived from the old content.
+be half-way through it) and read again once it is complete. A one-shot read, which no later
+read will follow (``batches(final=True)``), returns that last line as it stands instead, as
+AKA's own readers do (they read a file's lines, the last one included); ``unterminated``
+then holds its offset, so whoever cannot parse it can say it was cut short. A file that
+became shorter, or was replaced by another file (new inode), is read again from the start;
+the caller learns of it through ``reset`` so it can drop what it derived from the old
+content.
+
+A file the OS refuses to read (permissions, an I/O error) stops the read where it failed;
+``error`` says why, and the lines read before stay read. The next read that opens it again
+starts from the beginning with ``reset`` set, so the caller drops the error it showed along
+with what it derived, and gets the whole file.
 
 A file truncated and rewritten in place can be longer than the offset again by the next
 read, so its size alone does not show the rewrite. The tailer therefore keeps the last
@@ -34,52 +43,63 @@ class Tailer:
         self.offset = 0  # first byte not yet consumed as part of a complete line
         self._identity: tuple[int, int] | None = None
         self._fingerprint = b""  # the last bytes consumed, ending at ``offset``
-        self.reset: str | None = None  # set by the last read: "truncated" | "replaced"
+        # Set by the last read: "truncated" | "replaced" | "readable again" (after ``error``).
+        self.reset: str | None = None
+        self.error: str | None = None  # why the last read could not read the file, if it could not
+        self.unterminated: int | None = None  # offset of the last line a final read returned without its newline
         # The file's mtime when last read: every line read was written by then, so it is
         # the time of a line that states none.
         self.mtime: float | None = None
 
-    def batches(self) -> Iterator[tuple[int, list[bytes]]]:
+    def batches(self, *, final: bool = False) -> Iterator[tuple[int, list[bytes]]]:
         """(offset of the first line, the complete lines) per chunk read.
 
         Empty lines are kept, so that each line's offset is the one before it plus its
-        length plus one. Sets ``self.reset`` before the first batch.
+        length plus one. Sets ``self.reset`` before the first batch. ``final``: no read
+        will follow this one, so a last line without its newline comes too, in a batch of
+        its own at ``self.unterminated``.
         """
-        for base, data in self._reads():
+        for base, data in self._reads(final):
             lines = data.split(b"\n")
-            lines.pop()  # the incomplete tail after the last newline (often empty)
+            if base != self.unterminated:
+                lines.pop()  # the incomplete tail after the last newline (often empty)
             yield base, lines
 
-    def _reads(self) -> Iterator[tuple[int, bytes]]:
-        """(offset, bytes read) per chunk read that holds at least one complete line.
+    def _reads(self, final: bool) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes read) per chunk read that holds at least one complete line (or,
+        when ``final``, the last line without its newline).
 
         The next chunk is read from the start of the incomplete tail after the last
         newline, so nothing is carried from one read to the next.
         """
         self.reset = None
+        self.unterminated = None
+        failed_before, self.error = self.error is not None, None
         try:
             # Non-blocking: a FIFO under a line file's name must not hang the reader.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            if self._identity is not None:
+            if self._identity is not None or failed_before:
                 self.reset = "replaced"
-            self._identity = None
-            self.offset = 0
-            self._fingerprint = b""
+            self._forget()
+            return
+        except OSError as exc:
+            self.error = str(exc)
             return
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 return  # a FIFO or device is not an append-only file: nothing to read
             identity = (st.st_dev, st.st_ino)
-            if self._identity is not None and identity != self._identity:
+            if failed_before:
+                self.reset = "readable again"
+                self._forget()
+            elif self._identity is not None and identity != self._identity:
                 self.reset = "replaced"
-                self.offset = 0
+                self._forget()
             elif st.st_size < self.offset or not self._still_there(fd):
                 self.reset = "truncated"
-                self.offset = 0
-            if self.offset == 0:
-                self._fingerprint = b""
+                self._forget()
             self._identity = identity
             self.mtime = st.st_mtime
             end = st.st_size
@@ -89,10 +109,17 @@ class Tailer:
                 data = os.pread(fd, want, self.offset)
                 cut = data.rfind(b"\n")
                 if cut < 0:
-                    if len(data) < want or want < size:
-                        break  # the last line is not complete yet (or the file shrank)
-                    size *= 2  # a line longer than one chunk: read more at once
-                    continue
+                    if len(data) < want:
+                        break  # the file shrank while being read: the next read sees why
+                    if want < size:  # read to the end: the last line has no newline (yet)
+                        if final:
+                            self.unterminated = self.offset
+                            cut = len(data) - 1  # consumed whole, as if its newline followed
+                        else:
+                            break
+                    else:
+                        size *= 2  # a line longer than one chunk: read more at once
+                        continue
                 size = CHUNK
                 base = self.offset
                 self.offset += cut + 1
@@ -100,8 +127,16 @@ class Tailer:
                 tail = data[max(0, cut + 1 - FINGERPRINT):cut + 1]
                 self._fingerprint = (self._fingerprint + tail)[-FINGERPRINT:]
                 yield base, data
+        except OSError as exc:  # an I/O error mid-file: what was read before it stays read
+            self.error = str(exc)
         finally:
             os.close(fd)
+
+    def _forget(self) -> None:
+        """Start over: the file is (to be) read from its first byte."""
+        self._identity = None
+        self.offset = 0
+        self._fingerprint = b""
 
     def _still_there(self, fd: int) -> bool:
         """Whether the bytes just before ``offset`` are still the ones consumed there."""
