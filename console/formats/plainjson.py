@@ -9,9 +9,11 @@ document through a temporary file renamed over the target, and one whole line pe
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,14 +68,24 @@ def append_line(path: str | os.PathLike[str], line: bytes) -> None:
     """Append one whole line with a single ``write`` on an ``O_APPEND`` descriptor.
 
     POSIX appends of one ``write`` land at the end of the file as a unit, so concurrent
-    writers never interleave inside a line.
+    writers never interleave inside a line. Only a regular file is appended to: a FIFO,
+    socket or device named as ``path`` raises ``OSError`` at once instead of blocking.
     """
     if not line.endswith(b"\n"):
         line += b"\n"
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader forever (with
+    # it, no reader is ENXIO); it changes nothing for a regular file.
     try:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "not a regular file", str(target)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(target))
         written = os.write(fd, line)
         if written != len(line):  # pragma: no cover - only on a full disk
             raise OSError(f"short append to {target}: {written} of {len(line)} bytes")

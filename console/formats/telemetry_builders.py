@@ -50,9 +50,11 @@ def common_fields(event: str, *, source: str, measurement: str, env: Mapping[str
     env = os.environ if env is None else env
     return {
         "schema_version": SCHEMA_VERSION,
-        "campaign_id": env.get(ENV_CAMPAIGN) or "campaign",
-        "iteration_id": env.get(ENV_ITERATION) or "unknown",
-        "attempt_id": env.get(ENV_ATTEMPT) or "attempt",
+        # A variable set to "" is recorded as "", as AKA's writers record it: the default
+        # stands only for a variable that is not set.
+        "campaign_id": env.get(ENV_CAMPAIGN, "campaign"),
+        "iteration_id": env.get(ENV_ITERATION, "unknown"),
+        "attempt_id": env.get(ENV_ATTEMPT, "attempt"),
         "event": event,
         "timestamp": utc_timestamp(),
         "monotonic_seconds": time.monotonic(),
@@ -96,42 +98,40 @@ def phase_receipt(record: Mapping[str, Any]) -> str:
 
 
 def safe_reference(source_kind: str, reference: str) -> str:
-    """Return the reference as it may be recorded, or raise :class:`FormatError`.
+    """Return the reference as it is recorded, or raise :class:`FormatError`.
 
-    A reference names what was read without leaking anything: a relative path that cannot
-    climb out of the workspace, or (public_web only) an http(s) URL without credentials,
-    whose query and fragment are dropped because they often carry tokens.
+    The rules are AKA's, so that both writers record the same bytes for the same input:
+    surrounding whitespace is stripped and ``\\`` becomes ``/``; then a relative path that
+    cannot climb out of the workspace (no leading ``/``, no ``..`` part), or, for public_web,
+    an http(s) URL without credentials whose query and fragment are dropped (they often carry
+    tokens) and whose host stays as written. What remains is cut to 500 characters, so a long
+    query never makes a URL too long to record. Control characters are kept, as AKA keeps them.
     """
     if source_kind not in SOURCE_KINDS:
         raise FormatError(f"unknown source kind {source_kind!r} (expected one of {', '.join(SOURCE_KINDS)})")
-    if not reference:
-        raise FormatError("empty reference")
-    if len(reference) > MAX_REFERENCE_CHARS:
-        raise FormatError(f"reference is {len(reference)} characters (at most {MAX_REFERENCE_CHARS})")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in reference):
-        raise FormatError("reference contains a control character")
+    value = reference.strip().replace("\\", "/")
     if source_kind == "public_web":
-        return _safe_url(reference)
-    if reference.startswith(("/", "\\", "~")):
-        raise FormatError(f"reference {reference!r} is not a relative path")
-    if ".." in reference.replace("\\", "/").split("/"):
-        raise FormatError(f"reference {reference!r} climbs out with '..'")
-    return reference
+        return _safe_url(value)[:MAX_REFERENCE_CHARS]
+    if not value:
+        raise FormatError("empty reference")
+    if value.startswith("/"):
+        raise FormatError(f"reference {value!r} is not a relative path")
+    if ".." in value.split("/"):
+        raise FormatError(f"reference {value!r} climbs out with '..'")
+    return value[:MAX_REFERENCE_CHARS]
 
 
-def _safe_url(reference: str) -> str:
+def _safe_url(value: str) -> str:
     try:
-        parts = urlsplit(reference)
-        port = parts.port  # raises on a malformed port
+        parts = urlsplit(value)
     except ValueError as exc:
         raise FormatError(f"reference is not a valid URL: {exc}") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FormatError("public_web reference must be an http(s) URL")
     if parts.username is not None or parts.password is not None:
         raise FormatError("public_web reference must not carry credentials")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    netloc = host if port is None else f"{host}:{port}"
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path, "", ""))
+    # urlsplit lowercases the scheme; the netloc (host case, port text) is kept as written.
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 def source_read_record(source_kind: str, reference: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
