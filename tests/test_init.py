@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,21 @@ def test_workspace_shim_runs_the_evaluator(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "[test_kernel] RESULT_JSON=" in proc.stdout and "unknown shape 'nope'" in proc.stdout
+
+
+@pytest.mark.parametrize("problem", ["row_softmax", "rms_norm"])
+def test_workspace_readme_names_only_what_the_workspace_has(tmp_path, problem):
+    # Every path the README's tables name is in the workspace, or is a runtime path the
+    # episode writes later (one init keeps out of commits); the problem's other kernels are not.
+    ws = tmp_path / "ws"
+    assert main(["init", str(ws), "--problem", problem]) == 0
+    readme = (ws / "README.md").read_text()
+    named = [name for row in readme.splitlines() if row.startswith("| `")
+             for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    assert "kernel.py" in named and "test_kernel.py" in named
+    missing = [name for name in named if not (ws / name).exists() and name not in EXCLUDES]
+    assert missing == []
+    assert "kernel_naive" not in readme and "kernel_fast" not in readme
 
 
 @pytest.mark.parametrize(
