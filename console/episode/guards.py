@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
+from .phase_timing import INVALID_MARKER
 from .state import Alert, EpisodeState
 
 if TYPE_CHECKING:
@@ -153,4 +154,8 @@ def _sandbox_guards(state: EpisodeState, alerts: list[Alert]) -> None:
 
 def _phase_guards(state: EpisodeState, alerts: list[Alert]) -> None:
     for reason, count in sorted(state.partial_reasons.items()):
-        alerts.append(Alert("phase_markers_invalid", "warning", f"{count} phase span(s) partial: {reason}", None))
+        if reason == INVALID_MARKER:  # such a marker makes no span: it is ignored
+            message = f"{count} phase marker(s) of no known phase ignored: {reason}"
+        else:
+            message = f"{count} phase span(s) partial: {reason}"
+        alerts.append(Alert("phase_markers_invalid", "warning", message, None))

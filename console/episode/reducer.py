@@ -7,14 +7,18 @@ form used by tests, replay and the headless verbs.
 
 Phase pairing follows FORMATS §2: markers pair per (iteration, attempt) by the writer's
 monotonic clock; an overlapping start, a mismatched end, an orphan end or an unclosed
-start makes that span ``partial`` and it is kept, never silently dropped. Orchestration
-time is each attempt's telemetry span minus the phase time attributed inside it; sandbox
-time is reported apart. Beside its own pairing, each telemetry file also runs AKA's phase
-reader (phase_timing.py), whose measurement and reason codes the status reports as AKA would.
+start makes that span ``partial`` and it is kept, never silently dropped. A marker whose phase
+is not one of FORMATS §2's seven is no span and takes no part in the pairing, as in AKA's
+reader: it is counted as ``invalid_phase_marker``. Orchestration time is each attempt's
+telemetry span minus the phase time attributed inside it; sandbox time is reported apart.
+Beside its own pairing, each telemetry file also runs AKA's phase reader (phase_timing.py),
+whose measurement and reason codes the status reports as AKA would.
 
-The episode fields read one episode's runtime files: the live episode's, else, between
-episodes, the last archived one's (episodes.py tells them apart by path); ``episodes`` holds
-every episode's own, archived and live.
+The episode fields read one episode's runtime files, the current episode's: the worktree's
+(live, or archived once it ended), else, between episodes, the last archived one's
+(episodes.py tells them apart by path). ``episodes`` holds every episode's own, archived and
+live, and ``current_episode`` is the current one's record: the runtime facts the status
+reports at its top level, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from . import events as ev
 from .comparisons import Comparisons
 from .episodes import NO_RUNTIME, RuntimeFacts, SandboxCounts, build_history, by_episode
 from .guards import evaluate_guards
-from .job_outcome import job_outcome
 from .job_logs import JobLogs
+from .job_outcome import job_outcome
 from .kernels import dominant_kernel
 from .phase_timing import INVALID_MARKER, PhaseTimer
 from .phase_timing import combine as combine_timing
@@ -153,6 +157,11 @@ class _TelemetryFold:
             reason = span.reason or "partial"
             self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
+    def _ignore_marker(self) -> None:
+        """AKA's reader ignores a marker of no known phase (invalid_phase_marker): it opens
+        and closes nothing, so it is counted, never paired nor made a phase of its own."""
+        self.reasons[INVALID_MARKER] = self.reasons.get(INVALID_MARKER, 0) + 1
+
     def add(self, records: Sequence[FoldedTelemetry | TelemetryRecord]) -> float | None:
         """Fold records in file order; return the latest wall-clock time they state.
 
@@ -190,13 +199,10 @@ class _TelemetryFold:
                 elif mono < first:
                     first = mono
             event = record.event
-            if event[0] == "p" and record.phase not in _KNOWN_PHASES:
-                # AKA's reader ignores a marker of no known phase (invalid_phase_marker): it
-                # neither opens nor closes a phase, so it is counted, not paired.
-                self.reasons[INVALID_MARKER] = self.reasons.get(INVALID_MARKER, 0) + 1
-                continue
             if event == "phase_completed":
-                if current is None:
+                if record.phase not in _KNOWN_PHASES:
+                    self._ignore_marker()
+                elif current is None:
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
                                           phase=self._phase(record), start_monotonic=None,
                                           end_monotonic=mono, start_at=None, end_at=at, measurement="partial",
@@ -210,6 +216,9 @@ class _TelemetryFold:
                                           measurement="explicit" if paired else "partial",
                                           reason=None if paired else "mismatched_end"), clock)
             elif event == "phase_started":
+                if record.phase not in _KNOWN_PHASES:
+                    self._ignore_marker()
+                    continue
                 if current is not None:
                     phase, start, start_at = current
                     self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id, phase=phase,
@@ -335,6 +344,7 @@ class Reducer:
             self._measure_runs.setdefault(event.path, []).append(event.data)
         elif kind == ev.ABBA_RUN:
             self._abba_runs.setdefault(event.path, []).append(event.data)
+            self._document_at[event.path] = at  # dates its verification (comparisons.py)
         elif kind == ev.JOB_LOG:
             self._job_logs.add(event.path, event.data)
         elif kind == ev.GPU:
@@ -463,7 +473,7 @@ class Reducer:
         abba = self._all(ev.ABBA)
         abba_runs = MappingProxyType({p: Prefix(r) for p, r in sorted(self._abba_runs.items())})
         measure_runs = MappingProxyType({p: Prefix(r) for p, r in sorted(self._measure_runs.items())})
-        abba_comparisons = self._comparisons.abba(abba, abba_runs)
+        abba_comparisons = self._comparisons.abba(self._documents.get(ev.ABBA) or {}, abba_runs, self._document_at)
         episodes, record, current = self._history(abba_comparisons)
         facts = record.runtime if record is not None else NO_RUNTIME
         folds = [self._telemetry[p] for p in sorted(self._telemetry) if p in current]
@@ -476,7 +486,8 @@ class Reducer:
                 acc.partial += tally.partial
         phase_totals = {
             phase: PhaseTotal(tally.wall, tally.intervals, "explicit" if tally.partial == 0 else "partial")
-            for phase, tally in sorted(totals.items())
+            # The largest first: a line that has to be cut keeps the phases that took the time.
+            for phase, tally in sorted(totals.items(), key=lambda item: (-item[1].wall, item[0]))
         }
         reasons: dict[str, int] = {}
         for fold in folds:
