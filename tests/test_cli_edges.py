@@ -110,3 +110,82 @@ def test_iteration_trace_without_its_variable_says_so_and_the_workspace_readme_t
     assert (out.returncode, out.stdout) == (0, "") and list(tmp_path.iterdir()) == []
     assert out.stderr.strip().splitlines() == ["iteration_trace: ATREX_TELEMETRY_TRACE is not set; nothing recorded"]
     assert "ATREX_TELEMETRY_TRACE" in WORKSPACE_README and "nothing is written" in WORKSPACE_README
+
+
+def _usage_error(out: subprocess.CompletedProcess[str], verb: str) -> str:
+    line = one_line_error(out)
+    assert line.startswith(f"episcope {verb}: ") and line.endswith(")") and f"(usage: episcope {verb} " in line, line
+    return line
+
+
+def test_a_usage_error_is_one_line_with_the_usage_of_the_verb_at_fault(tmp_path):
+    assert "unrecognized arguments: --bogus" in _usage_error(episcope(tmp_path, "status", "--bogus"), "status")
+    line = _usage_error(episcope(tmp_path, "events", "--until", "X", str(ARCHIVE)), "events")
+    assert "unrecognized arguments: --until" in line and "[--since ISO]" in line
+    line = one_line_error(episcope(tmp_path, "--bogus"))
+    assert line.startswith("episcope: ") and "(usage: episcope [-h] [--version] VERB ...)" in line
+
+
+@pytest.mark.parametrize("speed", ["nan", "inf", "NaN", "1e400", "0", "-5", "fast"])
+def test_replay_speed_must_be_a_finite_positive_number(tmp_path, speed):
+    line = _usage_error(episcope(tmp_path, "replay", "--speed", speed, str(ARCHIVE)), "replay")
+    assert "argument --speed" in line and repr(speed) in line
+    assert not (tmp_path / "state").exists()
+
+
+def test_since_takes_reduced_precision_ordinal_dates_and_a_lowercase_z(tmp_path):
+    def count(since: str) -> int:
+        out = episcope(tmp_path, "events", str(ARCHIVE), "--since", since)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        return len(out.stdout.splitlines())
+
+    everything = count("2026-11-30")
+    assert count("2026-12") == count("2026-335") == count("2026-W49-2") == count("2026") == everything
+    assert count("2026-12-01T17:48:00z") == count("2026-12-01T17:48:00Z") == count("2026-12-01T18:48:00+01:00")
+    assert 0 < count("2026-12-01T17:48:00z") < everything
+    assert count("2027-01") == 0
+    for empty in ("", "  "):
+        line = _usage_error(episcope(tmp_path, "events", str(ARCHIVE), "--since", empty), "events")
+        assert "argument --since: empty" in line
+
+
+@pytest.mark.parametrize("verb", ["events", "watch", "replay", "serve"])
+def test_help_says_path_may_be_an_episode_archive(tmp_path, verb):
+    out = episcope(tmp_path, verb, "--help")
+    assert out.returncode == 0 and "PATH" in out.stdout
+    assert "episode archive (.tar.gz)" in " ".join(out.stdout.split())
+
+
+@pytest.mark.parametrize("args", [("status", "--json"), ("status",), ("events",)])
+def test_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path, args):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "console.cli", *args, str(ARCHIVE)], stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT, env=env)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines() == ["episcope: [Errno 28] No space left on device"]
+
+
+def test_a_closed_pipe_is_still_no_error(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "events", str(ARCHIVE)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""
+    proc.stderr.close()
+
+
+def test_cancelling_a_job_that_does_not_exist_is_exit_1(tmp_path):
+    workspace = tmp_path / "ws"
+    (workspace / ".atrex_long_horizon").mkdir(parents=True)
+    (workspace / "kernel.py").write_text("x = 1\n")
+    git = ["git", "-C", str(workspace), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=60)
+    subprocess.run([*git, "add", "kernel.py"], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True, timeout=60)
+    for action in ("cancel", "log"):
+        out = episcope(tmp_path, "jobs", action, "20261201T000000Z-nothere", "--workspace", str(workspace))
+        assert out.returncode == 1 and out.stdout == "", (action, out.returncode)
+        assert out.stderr.splitlines() == [f"episcope: no job 20261201T000000Z-nothere in {workspace}"]

@@ -9,28 +9,46 @@ HELP = "print the episode's events as JSON Lines (with --follow, keep printing a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
+    from console.cli import PATH_HELP
+
+    parser.add_argument("path", nargs="?", default=".", metavar="PATH", help=PATH_HELP)
     parser.add_argument("--follow", "-f", action="store_true", help="keep watching and print new events as they arrive")
-    parser.add_argument("--since", metavar="ISO", help="only events at or after this UTC time (ISO-8601)")
+    parser.add_argument("--since", metavar="ISO", type=since_epoch,
+                        help="only events at or after this time: any ISO-8601 date or time, such as 2026-12, "
+                        "2026-12-01 or 2026-12-01T17:48:00Z (a time without an offset is UTC)")
     parser.add_argument("--kind", action="append", metavar="KIND", help="only events of this kind (repeatable)")
+
+
+def since_epoch(text: str) -> float:
+    """``--since`` as seconds since the epoch. dateutil reads every ISO-8601 form a script may
+    pass (reduced precision, week and ordinal dates, a lowercase ``z``), which
+    ``datetime.fromisoformat`` does not; the missing parts of a reduced date are its start."""
+    from datetime import UTC
+
+    from dateutil.parser import isoparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty; give an ISO-8601 date or time such as 2026-12-01T17:48:00Z")
+    try:
+        parsed = isoparse(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 date or time: {text!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
 
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from console.cli import CommandError
-    from console.episode.clock import iso_to_epoch
     from console.episode.events import Event
     from console.episode.session import Session
     from console.episode.summary import event_to_json
     from console.episode.workspace import WorkspaceError
     from console.formats.jsonio import dumps
 
-    since = None
-    if args.since:
-        since = iso_to_epoch(args.since)
-        if since is None:
-            raise CommandError(f"--since: not an ISO-8601 time: {args.since!r}")
+    since = args.since
     kinds = set(args.kind) if args.kind else None
     if kinds is not None:
         from console.episode.events import KINDS

@@ -12,10 +12,25 @@ HELP = "Replay an episode (from its files and git history, or from a console rec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", default=".", help="workspace, or a recording file (default: .)")
-    parser.add_argument("--speed", type=float, default=None, help="initial speed factor (e.g. 10)")
+    parser.add_argument("path", nargs="?", default=".", metavar="PATH",
+                        help="campaign root, episode worktree, episode archive (.tar.gz) or a console recording "
+                        "(default: .)")
+    parser.add_argument("--speed", type=positive_speed, default=None, help="initial speed factor (e.g. 10)")
     parser.add_argument("--play", action="store_true", help="start playing at once")
     parser.add_argument("--list", action="store_true", help="print the recordings kept so far, one path a line, and exit")
+
+
+def positive_speed(text: str) -> float:
+    """A finite speed factor above 0 (``nan`` and ``inf`` parse as floats, and are no speed)."""
+    import math
+
+    try:
+        speed = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(speed) or speed <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return speed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
         replay = Replay(events, campaign_root=str(workspace.campaign_root), campaign=workspace.name,
                         worktree=str(workspace.worktree) if workspace.worktree else None)
     if args.speed is not None:
-        if args.speed <= 0:
-            raise CommandError("--speed must be positive")
         replay.speed_index = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - args.speed))
     replay.playing = args.play
 

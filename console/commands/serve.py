@@ -15,7 +15,9 @@ DEFAULT_MAX_SESSIONS = 4
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
+    from console.cli import PATH_HELP
+
+    parser.add_argument("path", nargs="?", default=".", metavar="PATH", help=PATH_HELP)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     parser.add_argument("--host", default=None,
                         help=f"interface to listen on (default {DEFAULT_HOST}); any other forces --readonly")

@@ -6,7 +6,9 @@ HELP = "Open the operator console on an episode workspace and follow it live."
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
+    from console.cli import PATH_HELP
+
+    parser.add_argument("path", nargs="?", default=".", metavar="PATH", help=PATH_HELP)
     parser.add_argument("--readonly", action="store_true", help="watch only: every job action is dimmed and refused")
     parser.add_argument("--no-record", action="store_true",
                         help="do not keep a recording of this session (recordings live under the user state directory)")
