@@ -16,6 +16,7 @@ import msgspec
 from msgspec.structs import replace
 
 from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
+from .incumbent import candidate_base
 
 if TYPE_CHECKING:
     import git
@@ -41,9 +42,12 @@ class GitFacts(msgspec.Struct, frozen=True):
     untracked_paths: tuple[str, ...] = ()
     kernel_sha256: str | None = None  # of kernel.py as it is on disk now
     kernel_has_probe: bool | None = None
-    base_commit: str | None = None
+    base_commit: str | None = None  # the episode's (active episode or journal), when it names one
+    # What the candidate is checked against (``incumbent.candidate_base``): a workspace without an
+    # episode (``episcope init``'s) has no base commit, and the loop's rules still hold there.
+    candidate_base: str | None = None
     candidate_commit: str | None = None
-    candidate_changes: tuple[str, ...] | None = None  # paths changed from base to candidate
+    candidate_changes: tuple[str, ...] | None = None  # paths changed from candidate_base to candidate
     candidate_has_probe: bool | None = None
     candidate_is_head: bool | None = None
     candidate_descends_from_base: bool | None = None
@@ -81,7 +85,10 @@ def _porcelain(repo: git.Repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(dirty)), tuple(sorted(untracked))
 
 
-def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, candidate_commit: str | None = None) -> GitFacts:
+def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, version_commit: str | None = None,
+                   candidate_commit: str | None = None) -> GitFacts:
+    """``base_commit``: the episode's; ``version_commit``: the incumbent memory version's
+    (``incumbent.incumbent_version_commit``), the next choice of ``GitFacts.candidate_base``."""
     worktree = Path(worktree)
     kernel = worktree / "kernel.py"
     kernel_sha = file_sha256(kernel)
@@ -98,22 +105,24 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, cand
             except ValueError:
                 head = None  # a repository without commits
             branch = None if repo.head.is_detached else repo.active_branch.name
-            first = repo.git.rev_list("--max-parents=0", "HEAD", kill_after_timeout=GIT_TIMEOUT_SECONDS) if head else ""
+            roots = repo.git.rev_list("--max-parents=0", "HEAD", kill_after_timeout=GIT_TIMEOUT_SECONDS) if head else ""
+            first = roots.split()[-1] if roots else None
             dirty, untracked = _porcelain(repo)
             facts = GitFacts(
                 worktree=str(worktree),
                 head=head,
                 branch=branch,
-                first_commit=first.split()[-1] if first else None,
+                first_commit=first,
                 dirty_paths=dirty,
                 untracked_paths=untracked,
                 kernel_sha256=kernel_sha,
                 kernel_has_probe=kernel_probe,
                 base_commit=base_commit,
+                candidate_base=candidate_base(base_commit, version_commit, first),
                 candidate_commit=candidate_commit,
             )
             if candidate_commit:
-                facts = replace(facts, **_candidate_facts(repo, head, base_commit, candidate_commit))
+                facts = replace(facts, **_candidate_facts(repo, head, facts.candidate_base, candidate_commit))
             return facts
     except errors as exc:
         message = " ".join(str(exc).split())[:300]

@@ -44,6 +44,21 @@ def is_protected(path: str) -> bool:
     return path.startswith(".atrex_")
 
 
+def read_by_git_rules(path: str) -> bool:
+    """Whether a change to ``path`` (relative to the episode worktree) can change what a git
+    rule below says: ``kernel.py`` or a protected path. The loop's own ``.atrex_*`` files are
+    left out: the loop writes them all the time (telemetry, job records and logs), and they
+    are kept out of git, where an untracked one raises no alert."""
+    if path.startswith("./"):
+        path = path[2:]
+    return path == "kernel.py" or (is_protected(path) and not path.startswith(".atrex_"))
+
+
+# The worktree's entries those rules read: stamped on every quiet tick of a live session, to
+# catch an edit the file watcher did not report. Deeper paths are left to the watcher.
+GIT_RULE_ENTRIES = ("kernel.py", *sorted(PROTECTED_FILES), *(d.rstrip("/") for d in PROTECTED_DIRS))
+
+
 def evaluate_guards(state: EpisodeState) -> tuple[Alert, ...]:
     alerts: list[Alert] = []
     _git_guards(state, alerts)

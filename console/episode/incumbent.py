@@ -10,9 +10,13 @@ runs.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 from .state import EpisodeState
+
+if TYPE_CHECKING:
+    from console.formats.memory import MemoryVersion
 
 
 class AbbaPlan(NamedTuple):
@@ -21,18 +25,29 @@ class AbbaPlan(NamedTuple):
     missing: str | None  # why no compare can run (one line), None when it can
 
 
+def candidate_base(base_commit: str | None, version_commit: str | None, first_commit: str | None) -> str | None:
+    """The incumbent commit in the order above, from the episode's base commit, the incumbent
+    memory version's commit and the first commit; the git rules check a candidate against it."""
+    return base_commit or version_commit or first_commit
+
+
+def incumbent_version_commit(versions: Iterable[MemoryVersion]) -> str | None:
+    """The commit of the incumbent memory version: the incumbent curve's last point."""
+    from console.formats.memory import incumbent_curve
+
+    versions = tuple(versions)
+    curve = incumbent_curve(versions)
+    if not curve:
+        return None
+    version = next((v for v in versions if v.version == curve[-1][0]), None)
+    return version.git_commit_hash if version is not None and version.git_commit_hash else None
+
+
 def incumbent_commit(state: EpisodeState) -> str | None:
     git, active, journal = state.git, state.active_episode, state.journal
     base = (git.base_commit if git else None) or (active.base_commit if active else None) \
         or (journal.base_commit if journal else None)
-    if base:
-        return base
-    if state.incumbent_curve:
-        number = state.incumbent_curve[-1][0]
-        version = next((v for v in state.versions if v.version == number), None)
-        if version is not None and version.git_commit_hash:
-            return version.git_commit_hash
-    return git.first_commit if git else None
+    return candidate_base(base, incumbent_version_commit(state.versions), git.first_commit if git else None)
 
 
 def abba_plan(state: EpisodeState) -> AbbaPlan:

@@ -24,6 +24,8 @@ from .clock import iso_to_epoch
 from .episodes import archived_episode
 from .events import Event
 from .git_repo import head_stamp
+from .guards import GIT_RULE_ENTRIES, read_by_git_rules
+from .incumbent import incumbent_version_commit
 from .locations import WORKTREES_DIR
 from .registry import Artifact, artifact_at
 from .tailer import Tailer
@@ -39,7 +41,6 @@ SKIP_DIRS = frozenset(
      WORKTREES_DIR, "archive", "slots", ".whl", "harness"}
 )
 MAX_DEPTH = 8
-GIT_TRIGGERS = frozenset({"kernel.py"})
 
 
 def _stamp(path: str) -> Stamp | None:
@@ -61,6 +62,9 @@ class Ingest:
         self._git_context_rank: tuple[int, int] = (0, -1)  # (live, archived episode) of its records
         self._git_stamp: tuple[object, ...] | None = None
         self._git_context_at: float | None = None  # when the documents naming base/candidate last named new ones
+        # memory/v<N>.json -> its record: the incumbent version's commit is the candidate's
+        # base where no episode names one (GitFacts.candidate_base)
+        self._memory_versions: dict[str, Any] = {}
 
     # -- discovery -----------------------------------------------------------------------
 
@@ -179,7 +183,7 @@ class Ingest:
             found = self._artifact_of(path)
             if found is not None:
                 out.extend(self._read(found, path))
-            if os.path.basename(path) in GIT_TRIGGERS or (
+            if self._read_by_git_rules(path) or (
                     found is not None and found.kind in (ev.HANDOFF, ev.JOURNAL, ev.ACTIVE_EPISODE)):
                 git_due = True
         if git_due:
@@ -236,6 +240,7 @@ class Ingest:
             return []
         self._documents[path] = (artifact, stamp)
         if stamp is None:
+            self._memory_versions.pop(path, None)
             return [Event(ev.REMOVED, path, None, _removed_at(path), artifact.kind)] if previous is not None else []
         at = stamp[2] / 1e9
         try:
@@ -271,10 +276,21 @@ class Ingest:
 
     # -- git -----------------------------------------------------------------------------
 
+    def _read_by_git_rules(self, path: str) -> bool:
+        """Whether a changed path can change a git rule's answer (guards.read_by_git_rules):
+        an edit to the evaluator must show at once, an appended telemetry line runs no git."""
+        rel = os.path.relpath(path, self.workspace.episode_root)
+        return not rel.startswith("..") and read_by_git_rules(rel)
+
     def _remember_git_context(self, kind: str, path: str, value: Any, at: float) -> None:
         """The base and candidate the git facts are read against: the live episode's records
         win over archived ones, a later archived episode over an earlier one, whatever order
         the files are read in (an in-flight episode must not show the last one's candidate)."""
+        if kind == ev.MEMORY_VERSION:
+            self._memory_versions[path] = value
+            if getattr(value, "git_commit_hash", None):  # it may be the new base of last resort
+                self._git_context_at = max(at, self._git_context_at or at)
+            return
         archived = archived_episode(path)
         rank = (1, 0) if archived is None else (0, archived)
         if kind in (ev.ACTIVE_EPISODE, ev.JOURNAL, ev.HANDOFF):
@@ -298,18 +314,20 @@ class Ingest:
         root = self.workspace.episode_root
         if not (root / ".git").exists():
             return []
-        kernel, head = _stamp(str(root / "kernel.py")), head_stamp(root)
-        stamp = (kernel, tuple(self._git_context.values()), head)
+        watched, head = tuple(_stamp(str(root / name)) for name in GIT_RULE_ENTRIES), head_stamp(root)
+        version = incumbent_version_commit(self._memory_versions.values())
+        stamp = (watched, tuple(self._git_context.values()), version, head)
         if not force and stamp == self._git_stamp:
             return []
         self._git_stamp = stamp
         from .git_facts import read_git_facts
 
-        facts = read_git_facts(root, base_commit=self._git_context["base"], candidate_commit=self._git_context["candidate"])
-        # The facts are as of the last change to what they are read from (kernel.py, HEAD,
-        # the index, the documents naming base and candidate), not as of this read: an
-        # archive opened days later still replays on the episode's own clock.
-        moments = [s[2] / 1e9 for s in (kernel, *(head or ())) if s is not None]
+        facts = read_git_facts(root, base_commit=self._git_context["base"], version_commit=version,
+                               candidate_commit=self._git_context["candidate"])
+        # The facts are as of the last change to what they are read from (kernel.py, the
+        # protected paths, HEAD, the index, the documents naming base and candidate), not as
+        # of this read: an archive opened days later still replays on the episode's own clock.
+        moments = [s[2] / 1e9 for s in (*watched, *(head or ())) if s is not None]
         if self._git_context_at is not None:
             moments.append(self._git_context_at)
         return [Event(ev.GIT, str(root), None, max(moments) if moments else _removed_at(str(root / "kernel.py")), facts)]
