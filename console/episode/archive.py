@@ -35,8 +35,10 @@ import re
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
+from console.formats.bounded_read import open_regular_file
+from console.formats.problems import FormatError
 from console.paths import user_cache_dir
 
 from .git_repo import GitUnavailable, run_git, safe_environment
@@ -92,11 +94,12 @@ def _is_hook(parts: tuple[str, ...]) -> bool:
     return inside[:1] == ("modules",) and "hooks" in inside[2:]
 
 
-def _extract(archive: Path, staging: Path) -> None:
-    """Unpack the checked archive into ``staging``."""
+def _extract(archive: BinaryIO, staging: Path) -> None:
+    """Unpack the checked archive (an open file, read from its start) into ``staging``."""
     import tarfile
 
-    with tarfile.open(archive, "r:gz") as tar:
+    archive.seek(0)
+    with tarfile.open(fileobj=archive, mode="r:gz") as tar:
         members = tar.getmembers()
         for member in members:
             _check_member(member)
@@ -188,7 +191,9 @@ def _linked_admin_name(link: Path) -> str | None:
     return PurePosixPath(named).name if named else None
 
 
-def _unpack(archive: Path, target: Path, limits: TarLimits | None) -> None:
+def _unpack(archive: Path, handle: BinaryIO, target: Path, limits: TarLimits | None) -> None:
+    """Unpack ``archive``, read through ``handle`` (the file opened once, so a file swapped in
+    under its name meanwhile is never read), into ``target``."""
     import tarfile
 
     from console.formats.tar_check import TarLimits, TarRefused, check_tar_gz
@@ -199,9 +204,9 @@ def _unpack(archive: Path, target: Path, limits: TarLimits | None) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
     try:
         try:
-            with open(archive, "rb") as handle:
-                check_tar_gz(handle, limits or TarLimits())
-            _extract(archive, staging)
+            handle.seek(0)
+            check_tar_gz(handle, limits or TarLimits())
+            _extract(handle, staging)
             env = safe_environment(staging)
             for config in _git_configs(staging):
                 _keep_safe_config(config, staging, env)
@@ -232,21 +237,28 @@ def _complete(copy: Path) -> bool:
 def open_archive(path: str | os.PathLike[str], limits: TarLimits | None = None) -> Path:
     """Unpack ``path`` (once) and return the campaign root inside the unpacked copy.
 
-    ``limits`` bound what unpacking may read (default: ``tar_check``'s)."""
+    ``limits`` bound what unpacking may read (default: ``tar_check``'s). Only a regular
+    file is an archive: a FIFO or device under the name is refused unread (never waited on)."""
     archive = Path(path).expanduser().resolve()
     try:
-        st = archive.stat()
-        key = (str(cache_root()), str(archive), st.st_size, st.st_mtime_ns)
-        known = _opened.get(key)
-        if known is not None and known.is_dir():
-            return known
-        with open(archive, "rb") as handle:
-            name = hashlib.file_digest(handle, "sha256").hexdigest()[:_KEY_CHARS]
+        handle = open_regular_file(archive)
+    except FormatError as exc:
+        raise ArchiveError(f"{archive}: {exc}") from None
     except OSError as exc:
         raise ArchiveError(f"{archive}: {exc.strerror or exc}") from None
-    target = cache_root() / name
-    if not _complete(target):
-        _unpack(archive, target, limits)
+    with handle:
+        try:
+            st = os.fstat(handle.fileno())
+            key = (str(cache_root()), str(archive), st.st_size, st.st_mtime_ns)
+            known = _opened.get(key)
+            if known is not None and known.is_dir():
+                return known
+            name = hashlib.file_digest(handle, "sha256").hexdigest()[:_KEY_CHARS]
+        except OSError as exc:
+            raise ArchiveError(f"{archive}: {exc.strerror or exc}") from None
+        target = cache_root() / name
+        if not _complete(target):
+            _unpack(archive, handle, target, limits)
     campaigns = [c for c in _campaigns(target) if (c / ".git").is_dir() or (c / ".atrex_long_horizon").is_dir()]
     if len(campaigns) != 1:
         raise ArchiveError(f"{archive}: expected one campaign directory, found {len(campaigns)}")

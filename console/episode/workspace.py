@@ -23,6 +23,8 @@ from .archive import ArchiveError, open_archive
 from .git_repo import find_repo
 from .locations import RUNTIME_DIR, WORKTREES_DIR
 
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
+
 
 class WorkspaceError(Exception):
     """The path is not something episcope can show (message is one line)."""
@@ -69,19 +71,27 @@ def _active_worktree(campaign_root: Path) -> Path | None:
     return Path(worktree) if isinstance(worktree, str) and worktree else None
 
 
+def is_archive(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names a packed episode: a regular file (a directory is a workspace
+    whatever its name) called ``*.tar.gz`` or ``*.tgz``."""
+    return str(path).endswith(ARCHIVE_SUFFIXES) and Path(path).expanduser().is_file()
+
+
 def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
-    if path is not None and str(path).endswith((".tar.gz", ".tgz")):
+    if path is not None and is_archive(path):
         # A packed episode: unpacked once into the user cache, then opened as its campaign.
         try:
             unpacked = open_archive(path)
         except ArchiveError as exc:
             raise WorkspaceError(str(exc)) from None
-        return msgspec.structs.replace(_unpacked_workspace(unpacked), archive=Path(path).resolve())
+        return msgspec.structs.replace(_unpacked_workspace(unpacked), archive=Path(path).expanduser().resolve())
     start = Path(path or ".").expanduser()
     if not start.exists():
         raise WorkspaceError(f"{start}: no such directory")
     if start.is_file():
         raise WorkspaceError(f"{start} is a file, not a workspace or a .tar.gz archive")
+    if not start.is_dir():  # a FIFO, a socket, a device: never opened
+        raise WorkspaceError(f"{start}: not a directory or a .tar.gz archive")
     start = start.resolve()
     paths = find_repo(start)
     if paths is None:

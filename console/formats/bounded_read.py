@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from io import BufferedReader
 
 from .problems import FormatError
 
@@ -21,12 +22,12 @@ from .problems import FormatError
 MAX_DOCUMENT_BYTES = 64 << 20
 
 
-def read_regular_file(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes.
+def open_regular_file(path: str | os.PathLike[str]) -> BufferedReader:
+    """``path`` opened for reading (binary) when it is a regular file, of any size.
 
     Raises ``FileNotFoundError`` for a missing file, :class:`FormatError` (one line) for
-    anything that is not a regular file or is too large, and ``OSError`` when the OS
-    refuses. Never blocks on a FIFO or a device.
+    anything that is not a regular file (a FIFO, a device, a directory), and ``OSError``
+    when the OS refuses. Never blocks on a FIFO or a device.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -36,8 +37,24 @@ def read_regular_file(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BY
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise FormatError(f"not a regular file ({_kind(info.st_mode)})")
-        if info.st_size > limit:
-            raise FormatError(f"file is {info.st_size} bytes, more than the {limit} allowed")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes.
+
+    Raises ``FileNotFoundError`` for a missing file, :class:`FormatError` (one line) for
+    anything that is not a regular file or is too large, and ``OSError`` when the OS
+    refuses. Never blocks on a FIFO or a device.
+    """
+    with open_regular_file(path) as handle:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise FormatError(f"file is {size} bytes, more than the {limit} allowed")
         chunks = []
         left = limit + 1
         while left > 0:
@@ -47,8 +64,6 @@ def read_regular_file(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BY
             chunks.append(chunk)
             left -= len(chunk)
         data = b"".join(chunks)
-    finally:
-        os.close(fd)
     if len(data) > limit:
         raise FormatError(f"file grew past the {limit} bytes allowed while being read")
     return data
