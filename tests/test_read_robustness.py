@@ -26,7 +26,7 @@ from console.episode import events as ev
 from console.episode.archive import ArchiveError, open_archive
 from console.episode.session import Session
 from console.episode.tailer import Tailer
-from console.formats.job_record import JOB_SCHEMA, job_record_from_obj, list_job_records
+from console.formats.job_record import JOB_SCHEMA, MAX_SANDBOX_JOBS, job_record_from_obj, list_job_records
 from console.jobs import parse_request, run_job
 from spine_helpers import follow_until
 
@@ -302,6 +302,31 @@ def test_jobs_log_of_a_removed_log_says_so_in_one_line(tmp_path):
     line = one_line(episcope(tmp_path, "jobs", "log", job_id, "--stderr", "--workspace", str(ws)), 1)
     assert line == f"episcope: job {job_id} has no stderr.log: it was removed or never written"
     assert episcope(tmp_path, "jobs", "log", job_id, "--workspace", str(ws)).stdout == "to out\n"
+
+
+def test_jobs_log_of_a_queued_job_says_it_has_not_started(tmp_path):
+    from console.jobs.slots import try_acquire
+
+    ws = workspace(tmp_path)
+    held = [try_acquire(ws) for _ in range(MAX_SANDBOX_JOBS)]  # a fifth job waits for a slot
+    request, _ = parse_request(["--workspace", str(ws), "--timeout", "30", "--", sys.executable, "-c", "pass"])
+    cancel = threading.Event()
+    worker = threading.Thread(target=run_job, args=(request, None), kwargs={"cancel": cancel})
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not list_job_records(ws)[0]:
+            time.sleep(0.05)
+        (record,) = list_job_records(ws)[0]
+        assert record.state == "queued"
+        line = one_line(episcope(tmp_path, "jobs", "log", record.job_id, "--workspace", str(ws)), 1)
+        assert line == f"episcope: job {record.job_id} has no stdout.log: it has not started yet"
+    finally:
+        cancel.set()
+        worker.join(timeout=30)
+        for slot in held:
+            slot.release()
+    assert not worker.is_alive()
 
 
 def test_the_jobs_table_counts_a_running_job_to_now():

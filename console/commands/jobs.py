@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import sys
+import time
 from pathlib import Path
 
 from console.episode.text import visible, visible_lines
@@ -42,22 +43,16 @@ def add_arguments(parser) -> None:
 
 
 def _roots(path: str) -> list[Path]:
+    from console.cli import CommandError
     from console.episode.workspace import WorkspaceError, resolve_workspace
 
-    if path.endswith((".tar.gz", ".tgz")):  # a packed episode: its unpacked copy's roots
-        try:
-            return [root.resolve() for root in resolve_workspace(path).roots]
-        except WorkspaceError as exc:
-            from console.cli import CommandError
-
-            raise CommandError(str(exc)) from None
     start = Path(path).expanduser()
     try:
         workspace = resolve_workspace(start)
     except WorkspaceError as exc:
-        from console.cli import CommandError
-
         raise CommandError(str(exc)) from None  # as `status` does: a missing path, a file, a non-workspace
+    if workspace.archive is not None:  # a packed episode: its unpacked copy's roots only
+        return [root.resolve() for root in workspace.roots]
     roots = [start.resolve()]
     for root in workspace.roots:
         if root.resolve() not in roots:
@@ -66,7 +61,7 @@ def _roots(path: str) -> list[Path]:
 
 
 def _find_job(words: list[str], workspace: str | None):
-    from console.cli import CommandError
+    from console.cli import EXIT_FAILURE, CommandError
     from console.formats.job_record import RECORD_NAME, job_dir, read_job_record
 
     if len(words) != 2:
@@ -81,7 +76,8 @@ def _find_job(words: list[str], workspace: str | None):
             raise CommandError(visible(str(found.problems[0])))
         if found.value is not None:
             return root, directory, found.value
-    raise CommandError(f"no job {visible(job_id)} in {visible(workspace or '.')}")
+    # Not a usage error: the verb ran and found nothing to act on (README's exit 1).
+    raise CommandError(f"no job {visible(job_id)} in {visible(workspace or '.')}", EXIT_FAILURE)
 
 
 def _list(path: str, as_json: bool) -> int:
@@ -100,7 +96,7 @@ def _list(path: str, as_json: bool) -> int:
         sys.stdout.buffer.write(dumps(document, indent=True) + b"\n")
         sys.stdout.flush()
     else:
-        sys.stdout.write(render_table(records))
+        sys.stdout.write(render_table(records, time.time()))
     for problem in problems:
         print(f"episcope: unreadable job record {visible(str(problem))}", file=sys.stderr)
     return 0
@@ -110,12 +106,16 @@ def _unknown(value) -> str:
     return "?" if value is None else visible(str(value))
 
 
-def render_table(records) -> str:
+def render_table(records, now: float) -> str:
+    """The job list as a table; SECONDS is a job's run time, a running one's counted to
+    ``now`` (unix seconds), as ``status --json`` gives ``jobs[].elapsed_seconds``."""
+    from console.episode.kernels import job_elapsed
+
     if not records:
         return "no sandbox jobs\n"
     rows = [("JOB", "STATE", "KIND", "EXIT", "CODE", "CREATED", "SECONDS", "COMMAND")]
     for r in records:
-        seconds = r.duration_seconds
+        seconds = job_elapsed(r, now)
         rows.append(
             (
                 visible(r.job_id),
@@ -145,32 +145,56 @@ def _cancel(words: list[str], workspace: str | None) -> int:
     try:
         final = job_record_from_obj(cancel_job(root, record.job_id))
     except UnknownJob as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(str(exc), EXIT_FAILURE) from None
     print(f"{visible(final.job_id)} {visible(final.state)}")
     return 0 if final.state == "cancelled" else EXIT_FAILURE
 
 
 def _log(words: list[str], workspace: str | None, stderr: bool) -> int:
+    from console.cli import EXIT_FAILURE, CommandError
+    from console.formats.bounded_read import open_regular_file
+    from console.formats.problems import FormatError
     from console.jobs.record import STDERR_LOG, STDOUT_LOG
 
-    _, directory, _ = _find_job(words, workspace)
-    path = directory / (STDERR_LOG if stderr else STDOUT_LOG)
+    _, directory, record = _find_job(words, workspace)
+    name = STDERR_LOG if stderr else STDOUT_LOG
+    path = directory / name
+    try:
+        # Never blocks: a FIFO or device under the log's name is refused, not waited on.
+        log = open_regular_file(path)
+    except FileNotFoundError:
+        # Not a usage error: the job is there, the log it would have written is not (exit 1).
+        why = "it has not started yet" if record.state == "queued" else "it was removed or never written"
+        raise CommandError(f"job {visible(record.job_id)} has no {name}: {why}", EXIT_FAILURE) from None
+    except (OSError, FormatError) as exc:
+        raise CommandError(visible(f"{path}: {_reason(exc)}")) from None
     # Raw bytes only where no terminal can act on them; a terminal gets the text made visible
     # (undecodable bytes as U+FFFD), decoded incrementally so a character split by a chunk stays whole.
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 16):
-                if decoder is None:
-                    sys.stdout.buffer.write(chunk)
-                else:
-                    sys.stdout.write(visible_lines(decoder.decode(chunk)))
-    except FileNotFoundError:
-        pass  # the job never started: its log is empty
+    with log:
+        while True:
+            try:
+                chunk = log.read(1 << 16)
+            except OSError as exc:  # an I/O error part-way: what was printed stays printed
+                sys.stdout.flush()
+                raise CommandError(visible(f"{path}: {_reason(exc)}")) from None
+            if not chunk:
+                break
+            if decoder is None:
+                sys.stdout.buffer.write(chunk)
+            else:
+                sys.stdout.write(visible_lines(decoder.decode(chunk)))
     if decoder is not None:
         sys.stdout.write(visible_lines(decoder.decode(b"", final=True)))
     sys.stdout.flush()
     return 0
+
+
+def _reason(exc: Exception) -> str:
+    """Why a log cannot be read, in one line that does not repeat its path."""
+    from console.formats.problems import one_line
+
+    return one_line(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
 
 
 def run(args) -> int:
