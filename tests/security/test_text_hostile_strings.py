@@ -44,10 +44,13 @@ def anyio_backend():
 
 @pytest.fixture
 def hostile(tmp_path):
-    """A real episode whose running phase and one job carry hostile text."""
+    """A real episode whose running phase's iteration and attempt ids and one job carry
+    hostile text. A marker of the hostile phase name is there too: no known phase, so AKA's
+    reader ignores it and it is no phase anywhere (its text never reaches the status)."""
     campaign, worktree = build_episode(tmp_path / "ws")
     write_lines(worktree / RUNTIME / "telemetry.jsonl", [
-        tele("phase_started", 500.0, iteration="episode-0009", attempt=f"att{CLEAR}", phase=HOSTILE_PHASE),
+        tele("phase_started", 500.0, iteration=HOSTILE_PHASE, attempt=f"att{CLEAR}", phase="planning"),
+        tele("phase_started", 501.0, iteration="episode-0009", attempt="att", phase=HOSTILE_PHASE),
     ])
     _job(worktree, CLICK_ID, "running", f"bench{TITLE}", 600.0, log=f"done {CLIPBOARD}\n")
     return campaign, worktree
@@ -87,7 +90,8 @@ def test_json_status_keeps_the_strings_exact(hostile, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert b"\x1b" not in proc.stdout  # JSON escapes it
     doc = json.loads(proc.stdout)
-    assert doc["active_phase"]["phase"] == HOSTILE_PHASE
+    assert doc["active_phase"]["iteration_id"] == HOSTILE_PHASE and doc["active_phase"]["attempt_id"] == f"att{CLEAR}"
+    assert HOSTILE_PHASE not in doc["phases"] and "invalid_phase_marker" in doc["phase_timing"]["reason_codes"]
     (job,) = [j for j in doc["jobs"] if j["job_id"] == CLICK_ID]
     assert job["category"] == f"bench{TITLE}" and job["log_tail"]["stdout"] == [f"done {CLIPBOARD}"]
 

@@ -1,8 +1,8 @@
 """Hostile agent text against a real terminal (tmux): the window title and the clipboard stay
 untouched.
 
-A phase name carrying OSC 0 (set the title) and a job log carrying OSC 52 (write the
-clipboard) are shown by the human ``episcope status`` and by the console. tmux acts on both
+A phase's iteration id and a job's category carrying OSC 0 (set the title) and a job log
+carrying OSC 52 (write the clipboard) are shown by the human ``episcope status`` and by the console. tmux acts on both
 sequences when they reach it (it retitles the pane, and with ``set-clipboard on`` stores the
 clipboard payload as a paste buffer), so the pane title and the buffer list say whether any
 raw sequence got through.
@@ -81,7 +81,7 @@ class Tmux:
 def hostile(tmp_path):
     campaign, worktree = build_episode(tmp_path / "ws")
     write_lines(worktree / RUNTIME / "telemetry.jsonl", [
-        tele("phase_started", 500.0, iteration="episode-0009", phase=f"plan{TITLE}{CLEAR}ning"),
+        tele("phase_started", 500.0, iteration=f"plan{TITLE}{CLEAR}ning", phase="planning"),
     ])
     _job(worktree, "job-0009", "running", f"bench{TITLE}", 600.0, log=f"copied {CLIPBOARD}\n")
     return campaign
@@ -111,7 +111,7 @@ def test_human_status_leaves_title_and_clipboard_alone(hostile, tmux):
 def test_the_console_leaves_title_and_clipboard_alone(hostile, tmux):
     tmux.start([*episcope_argv(), "watch", "--readonly", str(hostile)])
     tmux.wait_for("job-0009")
-    tmux.wait_for("␛]0;owned")  # the phase name, drawn as text
+    tmux.wait_for("␛]0;owned")  # the hostile text, drawn as text
     tmux.run("send-keys", "-t", "shown", "4")
     time.sleep(0.3)
     for _ in range(4):  # the hostile job is the newest: select it so its log is drawn
