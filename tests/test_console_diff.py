@@ -144,3 +144,63 @@ async def test_diff_screen_on_an_init_workspace_with_a_commit(init_workspace):
         assert "-Row softmax, the starting point: one thread per row, three passes" in text.replace('"""', "")
         assert "+# fused max and sum" in text
         assert "latency µs N/A → N/A" in screen.diff.summary  # nothing evaluated: unknown, never 0
+
+
+@pytest.fixture
+def foreign_versions(tmp_path, monkeypatch):
+    """An init workspace holding the bundled example's v0 and v1, whose commits are in the
+    example's repository, not in this one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archived = resolve_workspace(ARCHIVE).campaign_root / "memory"
+    workspace = create_workspace(tmp_path / "ws", "row_softmax")
+    for name in ("v0.json", "v1.json"):
+        (workspace / "memory" / name).write_bytes((archived / name).read_bytes())
+    return workspace
+
+
+def test_a_version_whose_commit_is_elsewhere_says_so_and_keeps_its_latency(foreign_versions):
+    state = Session(foreign_versions).scan()
+    sides = diff_sides(state)
+    v0, v1 = sides[1], sides[2]
+    assert (v0.label, v1.label) == ("v0", "v1")
+    diff = kernel_diff(str(foreign_versions), v0, v1, evaluated_latencies(state), sides)
+    assert diff.error == (f"v0's commit {v0.commit[:8]} is not in this repository; "
+                          f"v1's commit {v1.commit[:8]} is not in this repository")
+    assert diff.text == ""
+    # the versions' own figures, as the versions pane shows them
+    assert (diff.old_latency_us, diff.new_latency_us) == (pytest.approx(662.339), pytest.approx(17.617))
+    assert diff.change_pct == pytest.approx((17.617 / 662.339 - 1) * 100)
+    # one side here: only the other one is named
+    working = kernel_diff(str(foreign_versions), v1, sides[-1], {}, sides)
+    assert working.error == f"v1's commit {v1.commit[:8]} is not in this repository"
+    assert working.old_latency_us == pytest.approx(17.617) and working.new_latency_us is None
+
+
+async def test_diff_screen_on_a_missing_commit_is_one_line_and_answers_only_its_keys(foreign_versions):
+    app = EpiscopeApp(session=Session(foreign_versions), sample_gpu=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        deadline = time.monotonic() + 15
+        while (not app.scanned or app.episode_state.git is None) and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        await pilot.press("6", "down", "D")
+        screen = app.screen
+        # v1 against the incumbent, v0 (no episode base: the incumbent memory version)
+        assert isinstance(screen, DiffScreen) and (screen.old.label, screen.new.label) == ("v0", "v1")
+        await wait_for_diff(pilot, screen)
+        assert "v0 → v1   latency µs 662.339 → 17.617 (-97.34%)" in plain(screen.query_one("#diff-summary", Static))
+        body = plain(screen.query_one("#diff-body", Static)).strip()
+        assert body == (f"no diff: v0's commit {screen.old.commit[:8]} is not in this repository; "
+                        f"v1's commit {screen.new.commit[:8]} is not in this repository")
+        # no panes here: 1-8 are neither offered in help nor answered; q and esc go back
+        await pilot.press("question_mark")
+        rows = app.screen.rows
+        assert not any("move to that pane" in row.text for row in rows)
+        assert any(row.keys == ["esc", "q"] and row.text == "back to the dashboard" for row in rows)
+        await pilot.press("escape")
+        assert app.screen is screen
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        assert app.screen is screen
+        await pilot.press("q")
+        assert not isinstance(app.screen, DiffScreen) and app.is_running

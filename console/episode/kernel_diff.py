@@ -22,7 +22,7 @@ import msgspec
 from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
 from .incumbent import incumbent_commit
 from .state import EpisodeState
-from .text import visible_lines
+from .text import visible, visible_lines
 
 if TYPE_CHECKING:
     import git
@@ -112,32 +112,71 @@ def kernel_diff(worktree: str, old: DiffSide, new: DiffSide, evaluated: Mapping[
 
     A side without a figure of its own takes the newest evaluation of its kernel.py, else the
     figure of a side in ``sides`` that holds the very same kernel.py (a commit that changed
-    only memory files has its version's latency)."""
+    only memory files has its version's latency). Where no diff can be read (a version's
+    commit that is not in this repository), ``error`` says why in one line and each side
+    keeps its own figure."""
     if old.commit is None:  # the working tree against a commit: that diff, the other way round
         revisions = ["-R", new.commit] if new.commit else []
     else:
         revisions = [old.commit, new.commit] if new.commit else [old.commit]
     try:
         with open_repo(worktree) as repo:
+            missing = [side for side in (old, new) if side.commit is not None and not _has_commit(repo, side.commit)]
+            if missing:
+                return _without_diff(old, new, "; ".join(f"{_commit_name(side)} is not in this repository"
+                                                         for side in missing))
             text = repo.git.diff("--no-ext-diff", "--no-textconv", "--no-color", *revisions, "--", KERNEL,
                                  kill_after_timeout=GIT_TIMEOUT_SECONDS) if revisions else ""
             old_sha = _kernel_sha(repo, worktree, old.commit)
             new_sha = _kernel_sha(repo, worktree, new.commit)
             measured = dict(evaluated)
             for side in sides:
-                if side.latency_us is None:
+                if side.latency_us is None or (side.commit is not None and not _has_commit(repo, side.commit)):
                     continue
                 sha = _kernel_sha(repo, worktree, side.commit)
                 if sha is not None:
                     measured.setdefault(sha, side.latency_us)
     except read_errors() as exc:
-        return KernelDiff(old, new, "", None, None, None, error=" ".join(str(exc).split())[:300])
+        return _without_diff(old, new, _git_reason(exc))
     old_latency = old.latency_us if old.latency_us is not None else measured.get(old_sha or "")
     new_latency = new.latency_us if new.latency_us is not None else measured.get(new_sha or "")
-    change = None
+    return KernelDiff(old, new, visible_lines(text.expandtabs(4)), old_latency, new_latency,
+                      _change(old_latency, new_latency))
+
+
+def _change(old_latency: float | None, new_latency: float | None) -> float | None:
     if old_latency and new_latency is not None:
-        change = (new_latency / old_latency - 1.0) * 100.0
-    return KernelDiff(old, new, visible_lines(text.expandtabs(4)), old_latency, new_latency, change)
+        return (new_latency / old_latency - 1.0) * 100.0
+    return None
+
+
+def _without_diff(old: DiffSide, new: DiffSide, error: str) -> KernelDiff:
+    """No diff, each side with its own figure (a memory version's latency is known without git)."""
+    return KernelDiff(old, new, "", old.latency_us, new.latency_us, _change(old.latency_us, new.latency_us),
+                      error=visible(error))
+
+
+def _has_commit(repo: git.Repo, commit: str) -> bool:
+    try:
+        repo.commit(commit)
+    except read_errors():
+        return False
+    return True
+
+
+def _commit_name(side: DiffSide) -> str:
+    """"v0's commit 25b89425", or the label itself where it names the commit ("HEAD 567bfa08")."""
+    short = (side.commit or "")[:8]
+    return side.label if short in side.label else f"{side.label}'s commit {short}"
+
+
+def _git_reason(exc: Exception) -> str:
+    """git's own complaint ("fatal: bad revision …") rather than GitPython's account of the
+    whole command line; one line."""
+    stderr = str(getattr(exc, "stderr", None) or "").strip()
+    stderr = stderr.removeprefix("stderr: '").removesuffix("'").strip()  # how GitPython quotes it
+    reason = stderr.splitlines()[-1] if stderr else " ".join(str(exc).split())
+    return reason[:200]
 
 
 def _kernel_sha(repo: git.Repo, worktree: str, commit: str | None) -> str | None:
