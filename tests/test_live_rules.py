@@ -14,7 +14,7 @@ from console.cli import main
 from console.episode import events as ev
 from console.episode.incumbent import incumbent_commit
 from console.episode.session import Session
-from spine_helpers import follow_until, git, tele, write_lines
+from spine_helpers import follow_until, git, make_campaign, tele, write_lines
 
 
 @pytest.fixture
@@ -52,6 +52,18 @@ def test_an_edit_to_a_protected_path_alone_is_flagged_live(ws, edit):
     # Nothing else changes: not kernel.py, not HEAD, not the index.
     follow_until(session, change, lambda seen: protected_alerts(session.state) == [edit], timeout=8)
     assert [a["path"] for a in status_alerts(ws) if a["code"] == "protected_path_modified"] == [edit]
+
+
+def test_an_episode_worktree_s_protected_edit_is_flagged_live(tmp_path):
+    _, worktree, _ = make_campaign(tmp_path)
+    session = Session(worktree)
+    assert protected_alerts(session.scan()) == []
+
+    def change() -> None:
+        with open(worktree / "profile_driver.py", "a") as fh:
+            fh.write("# edited\n")
+
+    follow_until(session, change, lambda seen: protected_alerts(session.state) == ["profile_driver.py"], timeout=8)
 
 
 def test_a_protected_edit_and_its_undo_each_re_read_git_but_telemetry_lines_do_not(ws):
