@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,10 @@ from console.cli import main
 from console.episode import events as ev
 from console.episode.incumbent import incumbent_commit
 from console.episode.session import Session
+from console.episode.workspace import resolve_workspace
 from spine_helpers import follow_until, git, make_campaign, tele, write_lines
+
+ARCHIVE = Path(__file__).resolve().parents[1] / "examples" / "episodes" / "row_softmax-h200.tar.gz"
 
 
 @pytest.fixture
@@ -156,3 +160,14 @@ def test_a_live_session_picks_up_a_new_incumbent_version_as_the_base(ws):
 
     follow_until(session, record_version, lambda seen: session.state.git.candidate_base == incumbent, timeout=8)
     assert "candidate_scope" not in codes(session.state)
+
+
+def test_an_archive_s_git_facts_stay_on_the_episode_s_clock(tmp_path, monkeypatch):
+    # Unpacking gives directories (memory/, eval/) the time of unpacking; the git facts are
+    # as of the files they are read from, which keep the episode's times.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    unpacked_from = time.time()
+    workspace = resolve_workspace(ARCHIVE)
+    assert (workspace.episode_root / "memory").stat().st_mtime >= unpacked_from - 1  # the premise
+    git_events = [event for event in Session(ARCHIVE, workspace=workspace).scan_events(final=True) if event.kind == ev.GIT]
+    assert len(git_events) == 1 and git_events[0].at < unpacked_from - 60

@@ -54,9 +54,11 @@ def read_by_git_rules(path: str) -> bool:
     return path == "kernel.py" or (is_protected(path) and not path.startswith(".atrex_"))
 
 
-# The worktree's entries those rules read: stamped on every quiet tick of a live session, to
-# catch an edit the file watcher did not report. Deeper paths are left to the watcher.
-GIT_RULE_ENTRIES = ("kernel.py", *sorted(PROTECTED_FILES), *(d.rstrip("/") for d in PROTECTED_DIRS))
+# The worktree's files and directories those rules read: stamped on every quiet tick of a
+# live session, to catch an edit the file watcher did not report (a file added to a directory
+# changes its mtime). Deeper paths are left to the watcher.
+GIT_RULE_FILES = ("kernel.py", *sorted(PROTECTED_FILES))
+GIT_RULE_DIRS = tuple(d.rstrip("/") for d in PROTECTED_DIRS)
 
 
 def evaluate_guards(state: EpisodeState) -> tuple[Alert, ...]:

@@ -24,7 +24,7 @@ from .clock import iso_to_epoch
 from .episodes import archived_episode
 from .events import Event
 from .git_repo import head_stamp
-from .guards import GIT_RULE_ENTRIES, read_by_git_rules
+from .guards import GIT_RULE_DIRS, GIT_RULE_FILES, read_by_git_rules
 from .incumbent import incumbent_version_commit
 from .locations import WORKTREES_DIR
 from .registry import Artifact, artifact_at
@@ -314,9 +314,10 @@ class Ingest:
         root = self.workspace.episode_root
         if not (root / ".git").exists():
             return []
-        watched, head = tuple(_stamp(str(root / name)) for name in GIT_RULE_ENTRIES), head_stamp(root)
+        files, head = tuple(_stamp(str(root / name)) for name in GIT_RULE_FILES), head_stamp(root)
+        directories = tuple(_stamp(str(root / name)) for name in GIT_RULE_DIRS)
         version = incumbent_version_commit(self._memory_versions.values())
-        stamp = (watched, tuple(self._git_context.values()), version, head)
+        stamp = (files, directories, tuple(self._git_context.values()), version, head)
         if not force and stamp == self._git_stamp:
             return []
         self._git_stamp = stamp
@@ -325,9 +326,10 @@ class Ingest:
         facts = read_git_facts(root, base_commit=self._git_context["base"], version_commit=version,
                                candidate_commit=self._git_context["candidate"])
         # The facts are as of the last change to what they are read from (kernel.py, the
-        # protected paths, HEAD, the index, the documents naming base and candidate), not as
+        # protected files, HEAD, the index, the documents naming base and candidate), not as
         # of this read: an archive opened days later still replays on the episode's own clock.
-        moments = [s[2] / 1e9 for s in (*watched, *(head or ())) if s is not None]
+        # (A directory's mtime is when it was unpacked.)
+        moments = [s[2] / 1e9 for s in (*files, *(head or ())) if s is not None]
         if self._git_context_at is not None:
             moments.append(self._git_context_at)
         return [Event(ev.GIT, str(root), None, max(moments) if moments else _removed_at(str(root / "kernel.py")), facts)]
