@@ -132,6 +132,30 @@ def test_an_unreadable_runtime_file_is_the_reason_not_an_absent_one():
     assert_top_level_is_the_current_record(doc, doc["episodes"][-1])
 
 
+def test_a_telemetry_file_the_os_refuses_is_unknown_for_that_reason(tmp_path):
+    """The same, through the CLI on a real file of mode 000 (as root, without the capability
+    that reads through file modes)."""
+    ws = git_workspace(tmp_path / "ws")
+    telemetry = ws / ".atrex_long_horizon" / "telemetry.jsonl"
+    telemetry.write_text(json.dumps(tele("phase_started", 1.0, phase="profile")) + "\n")
+    telemetry.chmod(0)
+    argv = [sys.executable, "-m", "console.cli", "status", "--json", str(ws)]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", *argv]
+    try:
+        proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=120)
+    finally:
+        telemetry.chmod(0o644)
+    if proc.returncode != 0 and "setpriv" in proc.stderr:
+        pytest.skip(f"setpriv refused here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [u["path"] for u in doc["unreadable"]] == [str(telemetry)]
+    assert doc["telemetry_events"] is None and doc["phases"] == {}
+    assert doc["unknown"]["telemetry_events"].endswith("could not be read (see unreadable)")
+    assert_top_level_is_the_current_record(doc, doc["episodes"][-1])
+
+
 # -- one count per sandbox job, seconds over exactly those jobs ------------------------------
 
 

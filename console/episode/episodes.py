@@ -47,7 +47,7 @@ def by_episode(paths: Iterable[str]) -> dict[int | None, set[str]]:
 
 
 class SandboxCounts(msgspec.Struct, frozen=True):
-    """Each sandbox job of an episode counted once (``sandbox_counts`` in reducer.py): a job
+    """Each sandbox job of an episode counted once (reducer.py counts them): a job
     record by its outcome, a telemetry sandbox operation only when no job record names it."""
 
     running: int  # queued too

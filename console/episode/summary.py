@@ -120,7 +120,7 @@ def _phases(state: EpisodeState) -> dict[str, Any]:
     return phases
 
 
-def latency(value: float | None) -> float | None:
+def _latency(value: float | None) -> float | None:
     """A stated latency, or None where it is not one (NaN, infinite, zero or negative)."""
     return value if value is not None and math.isfinite(value) and value > 0 else None
 
@@ -130,12 +130,12 @@ def _last_evaluation(state: EpisodeState, unknown: dict[str, str]) -> dict[str, 
         return None
     record = state.evaluations[-1]
     stated = record.result.latency_us_geomean
-    if stated is not None and latency(stated) is None:
+    if stated is not None and _latency(stated) is None:
         unknown["evaluations.last.latency_us_geomean"] = f"the evaluation states {stated!r}, not a latency"
     return {
         "kernel_sha256": record.kernel_sha256,
         "all_pass": record.result.all_pass,
-        "latency_us_geomean": latency(stated),
+        "latency_us_geomean": _latency(stated),
         "timestamp": record.timestamp,
         "schema_version": record.schema_version,
         "gateway_kind": record.gateway_kind,
@@ -411,7 +411,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         if active is None
         else {"phase": active.phase, "iteration_id": active.iteration_id, "attempt_id": active.attempt_id, "started_at": active.start_at},
         "phases": _phases(state),
-        "phase_timing": None if state.phase_timing is None else state.phase_timing.to_json(),
+        "phase_timing": None if runtime.phase_timing is None else runtime.phase_timing.to_json(),
         "orchestration_seconds": state.orchestration_seconds,
         "telemetry_events": runtime.telemetry_events,
         "source_reads": runtime.source_reads,
