@@ -5,19 +5,24 @@ prints."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import Static
+from textual.widgets import Static, TextArea
 
 from console.app import EpiscopeApp
 from console.episode import events as ev
 from console.episode.registry import artifact_at
 from console.episode.session import Session
 from console.episode.summary import status_document
+from console.screens.detail import DetailScreen
 from console.stats.ratio import latency_ratio
 from console_fixture import build_episode
 from spine_helpers import git
@@ -140,3 +145,46 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
             if abba.poll() is None:
                 abba.kill()
                 abba.wait()
+
+
+def _verification(worktree: Path, name: str, gate: str, improvement: float, modified: float) -> None:
+    """A copy of the fixture's finished verification under ``name``, with its own verdict,
+    its files last written at ``modified``."""
+    verify = worktree / "verification_artifacts" / ".atrex_long_horizon_verify"
+    directory = verify / name
+    if name != "0f0f":
+        shutil.copytree(verify / "0f0f", directory)
+    verdict = json.loads((directory / "result.json").read_text())
+    verdict.update(gate=gate, improvement_pct=improvement, artifact=str(directory))
+    (directory / "result.json").write_text(json.dumps(verdict))
+    os.utime(directory / "result.json", (modified, modified))
+
+
+async def test_verifications_are_newest_first_whatever_their_names_and_each_is_reachable(tmp_path):
+    """Directory names say nothing of age (AKA names them by uuid): the state orders the
+    verifications by their files' times, newest first, and status, the pane and its detail
+    follow that order."""
+    campaign, worktree = build_episode(tmp_path / "ws")
+    now = time.time()
+    _verification(worktree, "0f0f", "FAIL", -3.0, now - 3600)  # the middle one
+    _verification(worktree, "8888", "PASS", 12.5, now - 60)  # the newest
+    _verification(worktree, "ffff", "ERROR", None, now - 7200)  # the oldest, last by name
+    state = Session(campaign).scan()
+    names = [Path(c.directory).name for c in state.abba_comparisons]
+    assert names == ["8888", "0f0f", "ffff"]
+    assert [Path(a["directory"]).name for a in status_document(state)["abba"]] == names
+    app = EpiscopeApp(state=state, readonly=True, sample_gpu=False, clock=lambda: now)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(AbbaStats)
+        body = pane.query_one("#abba-body", Static)
+        first = "\n".join(s.text for s in body.render_lines(body.size.region)).splitlines()[0]
+        assert first.startswith("ABBA 8888  PASS +12.50%") and pane.shown_dir.endswith("8888")
+        assert pane.border_subtitle == "newest of 3 · Enter"
+        await pilot.press("3", "enter")
+        detail = app.screen
+        assert isinstance(detail, DetailScreen) and "3 verifications, newest first" in detail.title_text
+        text = detail.query_one(TextArea).text
+        heads = [line for line in text.splitlines() if line.startswith("ABBA ")]
+        assert [h.split()[1:3] for h in heads] == [["8888", "PASS"], ["0f0f", "FAIL"], ["ffff", "ERROR"]]
+        assert str(worktree / "verification_artifacts" / ".atrex_long_horizon_verify" / "ffff") in text

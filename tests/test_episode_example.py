@@ -62,8 +62,9 @@ def test_status_of_the_recorded_episode(cache_env):
     assert profiles["trial2/deep/shape-4"]["localize"]
     (receipt,) = doc["timeline"]
     assert receipt["evidence_class"] == "exploration" and receipt["workload_identity"] == "shape=1024x32768 seed=0"
-    assert [(a["gate"], a["runs"]) for a in doc["abba"]] == [("PASS", 4), ("FAIL", 4)]
-    assert doc["abba"][0]["improvement_pct"] > 90 and doc["abba"][1]["improvement_pct"] < 0
+    # newest first: episode 2's rejected trial, then episode 1's promotion
+    assert [(a["gate"], a["runs"]) for a in doc["abba"]] == [("FAIL", 4), ("PASS", 4)]
+    assert doc["abba"][1]["improvement_pct"] > 90 and doc["abba"][0]["improvement_pct"] < 0
     versions = {v["version"]: v for v in doc["versions"]}
     assert set(versions) == {0, 1}  # the rejected trial made no version
     assert versions[0]["measurement_subject"] == "incumbent" and versions[1]["measurement_subject"] == "candidate"

@@ -2,8 +2,9 @@
 and the verdict; and the same for a timeline overhead measurement while it runs.
 
 Nothing is computed here: ``EpisodeState.abba_comparisons`` and ``measure_comparisons``
-hold the numbers (``console.episode.comparisons``), the same ones ``status --json`` prints.
-The pane only picks which verification to show: the one whose runs or verdict arrived last.
+hold the numbers (``console.episode.comparisons``), the same ones ``status --json`` prints,
+in the same order: the newest verification first (the one in flight, if one is). The pane
+shows that one; when there are more, its subtitle says so and Enter shows every verdict.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ class AbbaStats(Pane, can_focus=True):
 
     def __init__(self, *, number: int | None = None, id: str | None = None) -> None:
         super().__init__(number=number, id=id)
-        self._moves: dict[str | None, tuple[int, bool]] = {}  # directory -> (runs, verdict in) last seen
         self.shown_dir: str | None = None
 
     DEFAULT_CSS = """
@@ -64,44 +64,43 @@ class AbbaStats(Pane, can_focus=True):
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         previous = self.state if self.has_body else None  # a body mounted now is drawn whole
         super().show_state(state, now)
+        count = len(state.abba_comparisons)
+        subtitle = f"newest of {count} · Enter" if count > 1 else ""
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
         if not self.has_body:
             return
         if previous is not None and previous.abba_comparisons == state.abba_comparisons \
                 and previous.measure_comparisons == state.measure_comparisons:
             return
-        self.shown_dir = self._follow(state)
+        newest = state.abba_comparisons[0] if state.abba_comparisons else None
+        self.shown_dir = newest.directory if newest is not None else None
         self.query_one("#abba-body", Static).update(self.render_body(state))
 
-    def _follow(self, state: EpisodeState) -> str | None:
-        """The verification to show: the last one that moved (a run or its verdict arrived)."""
-        moves = {c.directory: (c.runs, c.verdict is not None) for c in state.abba_comparisons if c.directory}
-        moved = [d for d in sorted(moves) if moves[d] != self._moves.get(d)]
-        self._moves = moves
-        if moved:
-            return moved[-1]
-        if self.shown_dir in moves:
-            return self.shown_dir
-        return sorted(moves)[-1] if moves else None
-
-    def render_body(self, state: EpisodeState) -> Text:
+    def render_body(self, state: EpisodeState, every: bool = False) -> Text:
+        """The newest verification (``every``: each of them, newest first) and the last measure."""
         text = Text()
-        shown = next((c for c in state.abba_comparisons if c.directory == self.shown_dir), None)
-        if shown is not None:
-            self._verification(text, shown)
+        for index, comparison in enumerate(state.abba_comparisons if every else state.abba_comparisons[:1]):
+            if index:
+                text.append("\n")
+            self._verification(text, comparison, whole=every)
         for measure in state.measure_comparisons[-1:]:
             self._measure(text, measure)
         if not text:
             text.append("no ABBA verification or timeline\nmeasure yet (keys a, m)", style="dim")
         return text
 
-    def _verification(self, text: Text, comparison: AbbaComparison) -> None:
-        """The verdict and the ratio lead: on a small terminal they are what stays in sight."""
+    def _verification(self, text: Text, comparison: AbbaComparison, whole: bool = False) -> None:
+        """The verdict and the ratio lead: on a small terminal they are what stays in sight.
+        ``whole``: the directory in full too (the detail view tells verifications apart by it)."""
         verdict = comparison.verdict
         text.append(visible(f"ABBA {os.path.basename(comparison.directory or '')[:8]}  "), style="bold")
         if verdict is not None:
             text.append_text(plain(verdict.gate, GATE_STYLES.get(verdict.gate, "bold")))
             text.append(f" {fmt(verdict.improvement_pct, '+.2f', '%')}  ")
         text.append(f"{comparison.runs} run(s)\n", style="dim")
+        if whole:
+            text.append(visible(comparison.directory or 'no directory named') + "\n", style="dim")
         if verdict is not None and verdict.error:
             text.append_text(plain(f" {verdict.error}", "red"))
             text.append("\n")
@@ -129,4 +128,6 @@ class AbbaStats(Pane, can_focus=True):
     def full_text(self) -> tuple[str, str] | None:
         if self.state is None or self.empty:
             return None
-        return self.title, self.render_body(self.state).plain
+        count = len(self.state.abba_comparisons)
+        title = f"{self.title}: {count} verifications, newest first" if count > 1 else self.title
+        return title, self.render_body(self.state, every=True).plain

@@ -70,30 +70,40 @@ class Comparisons:
         self._abba: dict[tuple[str | None, int, int, int], tuple[AbbaComparison, object, object]] = {}
         self._measure: dict[tuple[str, int, int], tuple[MeasureComparison, object]] = {}
 
-    def abba(self, verdicts: Sequence[AbbaVerdict],
-             runs_by_path: Mapping[str, Sequence[AbbaRun]]) -> tuple[AbbaComparison, ...]:
-        """One comparison per verification directory, in directory order; the runs are those
-        of ``runs.jsonl`` while it grows, else those the verdict carries."""
+    def abba(self, verdicts: Mapping[str, AbbaVerdict], runs_by_path: Mapping[str, Sequence[AbbaRun]],
+             at: Mapping[str, float | None]) -> tuple[AbbaComparison, ...]:
+        """One comparison per verification directory, newest first; the runs are those of
+        ``runs.jsonl`` while it grows, else those the verdict carries.
+
+        ``verdicts`` and ``runs_by_path`` are keyed by the file they were read from, ``at``
+        gives each file's time (its newest event's: neither format states a time, so that is
+        the file's modification time). A verification is as new as its newest file, so the
+        one in flight leads; one of unknown time goes last, and ties go by directory."""
         by_directory: dict[str, list[AbbaVerdict]] = {}
+        newest: dict[str, float | None] = {}
         undirected = []
-        for verdict in verdicts:
+        for path, verdict in sorted(verdicts.items()):
             directory = verdict_directory(verdict)
             if directory is None:
-                undirected.append(verdict)
+                undirected.append((at.get(path), verdict))
             else:
                 by_directory.setdefault(directory, []).append(verdict)
+                newest[directory] = _later(newest.get(directory), at.get(path))
         for path in runs_by_path:
-            by_directory.setdefault(os.path.dirname(path), [])
-        wanted: list[tuple[str | None, Sequence[AbbaRun], AbbaVerdict | None]] = []
+            directory = os.path.dirname(path)
+            by_directory.setdefault(directory, [])
+            newest[directory] = _later(newest.get(directory), at.get(path))
+        wanted: list[tuple[float | None, str | None, Sequence[AbbaRun], AbbaVerdict | None]] = []
         for directory in sorted(by_directory):
             found = by_directory[directory][0] if by_directory[directory] else None
             runs = runs_by_path.get(os.path.join(directory, RUNS_NAME))
             if runs is None:
                 runs = found.runs if found is not None and found.runs is not None else ()
-            wanted.append((directory, runs, found))
-        wanted.extend((None, undirected_verdict.runs or (), undirected_verdict) for undirected_verdict in undirected)
+            wanted.append((newest.get(directory), directory, runs, found))
+        wanted.extend((moment, None, verdict.runs or (), verdict) for moment, verdict in undirected)
+        wanted.sort(key=lambda entry: (entry[0] is None, -(entry[0] or 0.0)))  # stable: ties keep directory order
         done = {}
-        for directory, runs, shown in wanted:
+        for _, directory, runs, shown in wanted:
             last = runs[-1] if runs else None
             key = (directory, len(runs), id(last), id(shown))
             known = self._abba.get(key)
@@ -109,3 +119,10 @@ class Comparisons:
             done[key] = self._measure.get(key) or (measure_comparison(path, runs), last)
         self._measure = done
         return tuple(entry[0] for entry in done.values())
+
+
+def _later(known: float | None, moment: float | None) -> float | None:
+    """The later of two times, either of which may be unknown."""
+    if known is None or moment is None:
+        return moment if known is None else known
+    return max(known, moment)
