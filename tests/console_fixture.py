@@ -28,7 +28,8 @@ def _job(worktree: Path, job_id: str, state: str, category: str, created: float,
         "kind": "run", "backend": "local", "workspace": str(worktree), "created_at": _iso(created),
         "started_at": _iso(created + 1), "finished_at": _iso(created + 31) if state not in ("queued", "running") else None,
         "category": category, "slot": 0, "launcher": "sandbox",
-        "result_code": 0 if state == "succeeded" else 1 if state == "failed" else None,
+        "exit_code": 0 if state == "succeeded" else 2 if state == "failed" else None,  # the command's
+        "result_code": 0 if state == "succeeded" else 1 if state == "failed" else None,  # the sandbox's
     }
     record.update(extra)
     (directory / "job.json").write_text(json.dumps(record))

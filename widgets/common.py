@@ -106,7 +106,9 @@ def sync_table(table: DataTable, rows: list[tuple[str, tuple[Text | str, ...]]],
         existing = table.get_row(key)
         for column, old, new in zip(columns, existing, cells):
             if _plain(old) != _plain(new) or _style(old) != _style(new):
-                table.update_cell(key, column, new)
+                # The column takes the new width: a job first drawn "queued" 0.0s is
+                # "succeeded" 12.1s a moment later.
+                table.update_cell(key, column, new, update_width=True)
                 changed = True
     return changed
 

@@ -3,7 +3,10 @@
 The log lines are the state's (``EpisodeState.job_logs``: the last lines of the job's
 ``stdout.log`` and ``stderr.log``, folded from events like everything else); the pane reads
 no file. A running job's time is its elapsed time (``console.episode.kernels.job_elapsed``),
-redrawn as the app's clock ticks; Enter shows the selected job's log uncut.
+redrawn as the app's clock ticks; Enter shows the selected job's log uncut. "exit" is the
+command's own exit status (``exit_code``, negative: killed by that signal), as ``status``
+and ``episcope jobs`` print it; the sandbox's status (``result_code``, CODE there) is in
+the detail.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ class JobsPane(Pane):
                         fmt(job.category or job.kind),
                         fmt(job.slot),
                         seconds(elapsed) if elapsed is not None else NA,
-                        fmt(job.result_code),
+                        fmt(job.exit_code),
                     ),
                 )
             )
@@ -136,5 +139,6 @@ class JobsPane(Pane):
         tail = self.state.job_logs.get(job.job_id) if self.state is not None else None
         elapsed = job_elapsed(job, self.now)
         facts = (f"state {job.state}  category {job.category or job.kind or NA}  slot {fmt(job.slot)}  "
-                 f"time {seconds(elapsed) if elapsed is not None else NA}  exit {fmt(job.result_code)}")
+                 f"time {seconds(elapsed) if elapsed is not None else NA}  exit {fmt(job.exit_code)}  "
+                 f"code {fmt(job.result_code)}")
         return f"job {job.job_id}", "\n".join([facts, "", *log_lines(job, tail)])
