@@ -33,6 +33,7 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.message import Message
+from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import DataTable
 
@@ -492,7 +493,14 @@ class EpiscopeApp(App):
             return True if self.receipts() else None
         if action == "diff":
             return True if self.why_no_diff() is None else None
+        if action in ("focus_pane", "filter") and not self.on_dashboard():
+            return False  # the timeline and diff screens have no panes: not offered there
         return True
+
+    def on_dashboard(self) -> bool:
+        """The dashboard is the screen in use (a dialog over it, such as help, counts)."""
+        base = next((screen for screen in reversed(self.screen_stack) if not isinstance(screen, ModalScreen)), None)
+        return isinstance(base, DashboardScreen)
 
     def why_binding_blocked(self, binding: Binding) -> str | None:
         """Why the action of a dimmed binding is refused now (the help screen shows it)."""
@@ -601,7 +609,10 @@ class EpiscopeApp(App):
     def action_focus_pane(self, number: int) -> None:
         for pane in self.panes():
             if pane.number == number:
-                pane.focus_pane()
+                if not pane.focus_pane():
+                    pane.hold_focus()
+                    self.notify(f"nothing to focus in pane {number} ({pane.title}): {pane.note or 'no data yet'}",
+                                markup=False)
                 return
 
     def _give_first_focus(self) -> bool:
@@ -619,6 +630,9 @@ class EpiscopeApp(App):
 
     def action_filter(self) -> None:
         pane = self._focused_pane()
+        if pane is not None and pane.empty:
+            self.notify(f"nothing to filter in {pane.title}: {pane.note}", severity="warning", markup=False)
+            return
         if pane is None or not pane.query(DataTable):
             self.notify("focus a table first (1-8 or Tab), then /", severity="warning")
             return

@@ -83,7 +83,8 @@ async def test_every_pane_shows_the_episode(episode, tmp_path):
         assert versions[3][3] == "FAIL"
         jobs = rows(app, "#jobs-table")
         assert [r[0] for r in jobs] == ["job-0003", "job-0002", "job-0001"]
-        assert jobs[0][1] == "running" and jobs[1][5] == "1"
+        # "exit" is the command's exit status (as status and `episcope jobs` EXIT), not result_code (1)
+        assert jobs[0][1] == "running" and jobs[1][5] == "2"
         log = app.query_one(Log)
         assert any("warmup=3" in line for line in log.lines)
         abba = texts(app.query_one(AbbaStats).query_one("#abba-body", Static))
@@ -593,3 +594,36 @@ async def test_a_bad_config_is_one_warning_and_default_keys(episode, tmp_path, m
         assert squeezed("keymap entries ignored: 'job.nonsense', 'app.help' (unknown binding id") in toasts(app)
         await pilot.press("6", "F")  # the good entry still applies
         assert app.query_one("#filter", Input).has_focus
+
+
+async def test_a_number_key_on_an_empty_pane_says_why_and_enter_answers_for_that_pane(episode, tmp_path):
+    app = make_app(replace(episode[2], alerts=()), tmp_path)
+    said: list[str] = []
+    notify = app.notify
+    app.notify = lambda message, **kwargs: (said.append(message), notify(message, **kwargs))[1]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6", "7")
+        await pilot.pause()
+        assert said == ["nothing to focus in pane 7 (Alerts): no alerts"]
+        assert type(app._focused_pane()).__name__ == "AlertsPane"  # not still on the versions pane
+        await pilot.press("enter")
+        await pilot.pause()
+        assert type(app.screen).__name__ != "DetailScreen"  # the versions pane's detail did not open
+        assert said[-1] == "Alerts: nothing to show (no alerts)"
+        await pilot.press("tab")  # Tab passes empty panes by: it leaves this one for a pane with data
+        assert type(app._focused_pane()).__name__ != "AlertsPane"
+
+
+async def test_help_wraps_to_an_80_column_terminal_dimmed_keys_reasons_included(episode, tmp_path):
+    _, worktree, state = episode
+    app = make_app(state, tmp_path, readonly=True, readonly_reason="archive: read-only, nothing runs here")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        screen = app.screen
+        body = screen.query_one(Static)
+        assert body.region.right <= 80  # the box fits the terminal
+        shown = squeezed(help_text(app))
+        for row in screen.rows:
+            assert squeezed(row.text) in shown  # each line whole: wrapped, not cut at the box's edge
+            if row.why:
+                assert squeezed(f"[{row.why}]") in shown

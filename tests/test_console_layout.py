@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from console_fixture import build_episode
 from widgets.header import EpisodeHeader
 from widgets.key_bar import KeyBar
 from widgets.pane import SCANNING, Pane, PaneRow
-from widgets.phase_timeline import OTHER_PHASE_STYLE, PHASE_STYLES
+from widgets.phase_timeline import OTHER_PHASE_STYLE, PHASE_STYLES, PhaseTimeline
 
 pytestmark = pytest.mark.anyio
 PHASES = ("profile", "research", "planning", "implementation", "correctness", "benchmark", "recording")
@@ -235,3 +236,44 @@ async def test_the_abba_verdict_leads_at_80_columns(example):
         lines = shown(app.query_one("#abba-body", Static)).splitlines()
         assert lines[0].startswith("ABBA a3762e03  FAIL -48.2")
         assert lines[1].lstrip().startswith("improvement -48.197% doe") and "␊" not in "".join(lines)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (200, 50)])
+async def test_job_columns_grow_as_a_job_moves_on(example, size):
+    """A job first drawn queued (no time yet) widens its columns when it runs and ends:
+    every cell fits its column, whatever the first row held."""
+    raw = {**example.jobs[0].raw, "job_id": "20261201T174811Z-fe7f3d"}
+    started, finished = "2026-12-01T17:48:11+00:00", "2026-12-01T17:48:23.100000+00:00"
+    stages = [
+        {**raw, "state": "queued", "started_at": None, "finished_at": None, "exit_code": None, "result_code": None},
+        {**raw, "state": "running", "started_at": started, "finished_at": None, "exit_code": None, "result_code": None},
+        {**raw, "state": "cancelled", "started_at": started, "finished_at": finished, "exit_code": -15, "result_code": 1},
+    ]
+    now = datetime.fromisoformat(started).timestamp() + 0.5
+    app = example_app(replace(example, jobs=(job_record_from_obj(stages[0]),)), clock=lambda: now)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        table = app.query_one("#jobs-table", DataTable)
+        for stage in stages[1:]:
+            app.set_state(replace(example, jobs=(job_record_from_obj(stage),)))
+            await pilot.pause(0.3)
+            cells = table.get_row_at(0)
+            for column, cell in zip(table.ordered_columns, cells):
+                assert column.content_width >= len(str(cell)), (column.label, str(cell))
+        row = [str(cell) for cell in table.get_row_at(0)]
+        assert (row[1], row[4], row[5]) == ("cancelled", "12.1s", "-15")  # exit: the command's, as status says
+        assert "cancelled" in shown(table)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_phase_totals_lead_with_the_largest_and_a_cut_line_says_so(example, size):
+    walls = [total.wall_seconds for total in example.phase_totals.values()]
+    assert walls == sorted(walls, reverse=True)  # the state's order, which status prints too
+    assert list(status_document(example)["phases"]) == list(example.phase_totals)
+    app = example_app(example)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        timeline = app.query_one(PhaseTimeline)
+        totals = next(line for line in shown(timeline).splitlines() if line.startswith("totals"))
+        assert totals.startswith("totals profile 24.7s ×2  correctness 3.0s ×1")
+        assert totals.rstrip().endswith("…")  # orchestration did not fit

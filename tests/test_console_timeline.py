@@ -1,4 +1,5 @@
-"""The intra-kernel timeline screen and the GPU sampler (N/A without a GPU)."""
+"""The intra-kernel timeline screen, the keys of the screens over the dashboard, and the GPU
+sampler (N/A without a GPU)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from textual.widgets import DataTable, Static
 from console.app import EpiscopeApp
 from console.episode.session import Session
 from console.gpu.sampler import GpuReading, GpuSampler
+from console.screens.dashboard import DashboardScreen
+from console.screens.diff import DiffScreen
 from console.screens.timeline import TimelineScreen
 from console_fixture import build_episode, write_receipt
 from widgets.gpu_pane import reading_table
@@ -91,3 +94,34 @@ def test_gpu_sampler_never_raises_and_reports_na_without_nvml():
         assert "N/A" in reading_table(reading).plain
     else:
         assert all(g.index >= 0 for g in reading.gpus)
+
+
+async def test_screens_over_the_dashboard_leave_on_q_and_offer_no_pane_keys(tmp_path):
+    """The timeline and diff screens have no panes: 1-8 and / are neither offered (footer,
+    help) nor answered there, and q goes back to the dashboard on both, as Esc does."""
+    campaign, _ = build_episode(tmp_path / "ws")
+    app = EpiscopeApp(state=Session(campaign).scan(), readonly=True, sample_gpu=False)
+    async with app.run_test(size=(150, 46)) as pilot:
+        await pilot.pause()
+        offered = {binding.binding.action for binding in app.screen.active_bindings.values()}
+        assert {"focus_pane(7)", "filter"} <= offered  # the dashboard's
+        for key, screen_type in (("t", TimelineScreen), ("D", DiffScreen)):
+            await pilot.press(key)
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, screen_type)
+            if isinstance(screen, TimelineScreen):
+                await decoded(pilot, screen)
+            actions = {binding.binding.action for binding in screen.active_bindings.values()}
+            assert not any(a.startswith("focus_pane") for a in actions) and "filter" not in actions
+            await pilot.press("f1")
+            help_body = app.screen.query_one(Static)
+            shown = "\n".join(strip.text for strip in help_body.render_lines(help_body.size.region))
+            assert "move to that pane" not in shown and "filter the focused table" not in shown
+            assert "back to the dashboard" in shown
+            await pilot.press("escape")  # closes help
+            await pilot.press("1", "slash")
+            assert app.screen is screen
+            await pilot.press("q")
+            await pilot.pause()
+            assert app.is_running and isinstance(app.screen, DashboardScreen)

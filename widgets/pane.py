@@ -93,6 +93,7 @@ class Pane(Vertical):
         self._note = Static(classes="pane-note")
         self._note_text: str | None = None
         self._highlighted = False
+        self._held = False  # an empty pane given the focus by its number key (hold_focus)
         self.has_body = False  # compose_body's widgets are mounted (the pane had data once)
         self.short = False  # the terminal is short (DashboardScreen): the body gives up height
 
@@ -117,7 +118,11 @@ class Pane(Vertical):
         self._highlight(True)
 
     def on_blur(self, event: events.Blur) -> None:
+        self._held = False
         self._highlight(False)
+
+    def allow_focus(self) -> bool:
+        return self.can_focus or self._held
 
     def _highlight(self, on: bool) -> None:
         if on == self._highlighted:
@@ -191,8 +196,15 @@ class Pane(Vertical):
         for table in self.query(DataTable):
             table.styles.scrollbar_size_horizontal = 0 if short else None
 
+    @property
+    def note(self) -> str | None:
+        """What an empty pane says it waits for (None while it shows data)."""
+        return self._note_text if self.empty else None
+
     def focus_pane(self) -> bool:
         """Focus the pane's table (or the pane); False when there is nothing to focus yet."""
+        if self.empty:  # a table mounted earlier is hidden now
+            return False
         target = self.query(DataTable).first() if self.query(DataTable) else None
         if target is not None:
             target.focus()
@@ -202,6 +214,12 @@ class Pane(Vertical):
             return False
         return True
 
+    def hold_focus(self) -> None:
+        """Give an empty pane the focus (its number key does): Enter and / then answer for
+        it, not for the pane that had the focus. Tab passes empty panes by."""
+        self._held = True
+        self.focus()
+
     # -- the detail view --------------------------------------------------------------------
 
     def full_text(self) -> tuple[str, str] | None:
@@ -210,6 +228,9 @@ class Pane(Vertical):
 
     def action_detail(self) -> None:
         shown = self.full_text()
+        if shown is None and self.empty:
+            self.app.notify(f"{self.title}: nothing to show ({self.note})", severity="warning", markup=False)
+            return
         if shown is None:
             self.app.notify("nothing selected to show in full", severity="warning")
             return

@@ -186,7 +186,7 @@ class PhaseTimeline(Widget, can_focus=True):
             text.append("no phase markers yet\n", style="dim")
         for key in keys:
             self._render_lane(text, key, width, open_by_lane.get(key), ops_by_lane.get(key, ()))
-        text.append_text(self._totals_line(state))
+        text.append_text(self._totals_line(state, self.size.width))
         return text
 
     def _render_lane(self, text: Text, key, width: int, running: PhaseSpan | None, ops) -> None:
@@ -235,13 +235,17 @@ class PhaseTimeline(Widget, can_focus=True):
         _append_runs(text, ticks)
         text.append("\n")
 
-    def _totals_line(self, state: EpisodeState) -> Text:
+    def _totals_line(self, state: EpisodeState, width: int) -> Text:
+        """The phases largest first (the state's order), then orchestration; a line cut to
+        ``width`` ends in "…" (Enter shows them all)."""
         parts = Text("totals ", style="dim")
         for phase, total in state.phase_totals.items():
             style = PHASE_STYLES.get(phase, OTHER_PHASE_STYLE)
             mark = "" if total.measurement == "explicit" else "~"
             parts.append(visible(f"{phase} {mark}{seconds(total.wall_seconds)} ×{total.intervals}  "), style=style)
         parts.append(f"orchestration {seconds(state.orchestration_seconds)}", style="dim")
+        if width:  # 0: not laid out yet, the next frame cuts
+            parts.truncate(width, overflow="ellipsis")
         return parts
 
 
@@ -267,7 +271,7 @@ class PhaseTimelinePane(Pane):
             timeline.tick(now)
 
     def focus_pane(self) -> bool:
-        if not self.has_body:
+        if not self.has_body or self.empty:
             return False
         self.query_one(PhaseTimeline).focus()
         return True

@@ -70,7 +70,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 90; max-height: 90%; height: auto; padding: 1 2;
+        width: 90; max-width: 100%; max-height: 90%; height: auto; padding: 1 2;
         border: thick $accent; background: $surface;
     }
     """

@@ -25,7 +25,9 @@ from widgets.timeline_view import TimelineView
 
 class TimelineScreen(Screen):
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "back", id="timeline.back"),
+        # q leaves this screen as it leaves every other one over the dashboard (diff, help,
+        # detail); on the dashboard itself it quits.
+        Binding("escape,q", "app.pop_screen", "back", tooltip="back to the dashboard", id="timeline.back"),
         Binding("e", "export", "export Perfetto", id="timeline.export"),
     ]
 
@@ -55,7 +57,7 @@ class TimelineScreen(Screen):
 
     def compose(self):
         shown = visible(f"{self.receipt_path.parent.name}/{self.receipt_path.name}")
-        yield Static(Text(f"intra-kernel timeline  {shown}   (e export Perfetto, esc back)", style="bold"),
+        yield Static(Text(f"intra-kernel timeline  {shown}   (e export Perfetto, esc/q back)", style="bold"),
                      id="timeline-title")
         yield Static(Text("decoding the capture…", style="dim"), id="timeline-status")
         yield KeyBar()
