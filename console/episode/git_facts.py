@@ -143,8 +143,9 @@ def _candidate_facts(repo: git.Repo, head: str | None, base: str | None, candida
         facts["candidate_has_probe"] = None
     if base:
         try:
-            facts["candidate_descends_from_base"] = repo.is_ancestor(repo.commit(base), commit)
-            changed = repo.git.diff("--no-ext-diff", "--no-textconv", "--name-only", base, commit.hexsha, "--",
+            base_commit = repo.commit(base)  # its full id, never the name a file gave, goes to git
+            facts["candidate_descends_from_base"] = repo.is_ancestor(base_commit, commit)
+            changed = repo.git.diff("--no-ext-diff", "--no-textconv", "--name-only", base_commit.hexsha, commit.hexsha, "--",
                                     kill_after_timeout=GIT_TIMEOUT_SECONDS)
             facts["candidate_changes"] = tuple(sorted(p for p in changed.splitlines() if p))
         except read_errors():

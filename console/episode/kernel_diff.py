@@ -115,16 +115,17 @@ def kernel_diff(worktree: str, old: DiffSide, new: DiffSide, evaluated: Mapping[
     only memory files has its version's latency). Where no diff can be read (a version's
     commit that is not in this repository), ``error`` says why in one line and each side
     keeps its own figure."""
-    if old.commit is None:  # the working tree against a commit: that diff, the other way round
-        revisions = ["-R", new.commit] if new.commit else []
-    else:
-        revisions = [old.commit, new.commit] if new.commit else [old.commit]
     try:
         with open_repo(worktree) as repo:
-            missing = [side for side in (old, new) if side.commit is not None and not _has_commit(repo, side.commit)]
+            old_id, new_id = _object_id(repo, old.commit), _object_id(repo, new.commit)
+            missing = [side for side, found in ((old, old_id), (new, new_id)) if side.commit is not None and not found]
             if missing:
                 return _without_diff(old, new, "; ".join(f"{_commit_name(side)} is not in this repository"
                                                          for side in missing))
+            if old_id is None:  # the working tree against a commit: that diff, the other way round
+                revisions = ["-R", new_id] if new_id else []
+            else:
+                revisions = [old_id, new_id] if new_id else [old_id]
             text = repo.git.diff("--no-ext-diff", "--no-textconv", "--no-color", *revisions, "--", KERNEL,
                                  kill_after_timeout=GIT_TIMEOUT_SECONDS) if revisions else ""
             old_sha = _kernel_sha(repo, worktree, old.commit)
@@ -157,11 +158,20 @@ def _without_diff(old: DiffSide, new: DiffSide, error: str) -> KernelDiff:
 
 
 def _has_commit(repo: git.Repo, commit: str) -> bool:
+    return _object_id(repo, commit) is not None
+
+
+def _object_id(repo: git.Repo, commit: str | None) -> str | None:
+    """The full id of the commit ``commit`` names in ``repo`` (GitPython resolves it without
+    running git), None when it names none. Only such an id goes on a git command line: the name
+    comes from a file an agent wrote, and git would read ``--output=PATH`` (a ref may even be
+    called that) as an option that writes a file."""
+    if commit is None:
+        return None
     try:
-        repo.commit(commit)
+        return repo.commit(commit).hexsha
     except read_errors():
-        return False
-    return True
+        return None
 
 
 def _commit_name(side: DiffSide) -> str:
