@@ -183,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="abba-"))
     try:
         for name in ("incumbent_commit", "candidate_commit"):
-            setattr(args, name, git(repo, "rev-parse", "--verify", f"{getattr(args, name)}^{{commit}}"))
+            # --end-of-options: the name came from a workspace file and may look like an option
+            setattr(args, name, git(repo, "rev-parse", "--verify", "--end-of-options", f"{getattr(args, name)}^{{commit}}"))
         verify.mkdir(parents=True)
         runs, _ = run_schedule(args, repo, verify, work, stop)
     except UsageError as exc:
