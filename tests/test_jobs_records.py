@@ -149,7 +149,8 @@ def test_jobs_verb_lists_logs_and_refuses(tmp_path):
     finished = episcope("jobs", "cancel", outcome.job_id, "--workspace", str(ws))
     assert finished.returncode == 1 and "already succeeded" in finished.stderr
     unknown = episcope("jobs", "cancel", "20990101T000000Z-ffffff", "--workspace", str(ws))
-    assert unknown.returncode == 2 and unknown.stderr.startswith("episcope: ")
+    # README's exit codes: a cancel that found no job of that id ran and found nothing to cancel
+    assert unknown.returncode == 1 and unknown.stderr.startswith("episcope: ") and "no job" in unknown.stderr
     assert episcope("jobs", str(tmp_path / "missing")).returncode == 2
 
 
