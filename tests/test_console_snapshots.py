@@ -59,7 +59,8 @@ def episode_events() -> list[Event]:
             "kind": "run", "workspace": ROOT, "created_at": f"2026-11-29T06:0{number}:00+00:00",
             "started_at": f"2026-11-29T06:0{number}:01+00:00",
             "finished_at": None if state == "running" else f"2026-11-29T06:0{number}:31+00:00",
-            "category": category, "slot": number - 1, "result_code": {"succeeded": 0, "failed": 1}.get(state)})
+            "category": category, "slot": number - 1, "exit_code": {"succeeded": 0, "failed": 2}.get(state),
+            "result_code": {"succeeded": 0, "failed": 1}.get(state)})
         events.append(Event(ev.JOB, f"{RUNTIME}/sandbox/job-000{number}/job.json", None, base + 40 + number, job))
     runs = [{"revision": r, "repeat": i, "exit_code": 0, "stdout_tail": "", "stderr_tail": "",
              "result": {"all_pass": True, "failures": [], "latency_us_geomean": (100.0 if r == "incumbent" else 90.0) + i}}

@@ -186,7 +186,8 @@ class PhaseTimeline(Widget, can_focus=True):
             text.append("no phase markers yet\n", style="dim")
         for key in keys:
             self._render_lane(text, key, width, open_by_lane.get(key), ops_by_lane.get(key, ()))
-        text.append_text(self._totals_line(state, self.size.width))
+        lines_left = max(1, height - text.plain.count("\n"))
+        text.append_text(self._totals(state, self.size.width, lines_left))
         return text
 
     def _render_lane(self, text: Text, key, width: int, running: PhaseSpan | None, ops) -> None:
@@ -235,18 +236,25 @@ class PhaseTimeline(Widget, can_focus=True):
         _append_runs(text, ticks)
         text.append("\n")
 
-    def _totals_line(self, state: EpisodeState, width: int) -> Text:
-        """The phases largest first (the state's order), then orchestration; a line cut to
-        ``width`` ends in "…" (Enter shows them all)."""
+    def _totals(self, state: EpisodeState, width: int, lines: int) -> Text:
+        """The phases largest first (the state's order), then orchestration, wrapped to
+        ``width`` on at most ``lines`` lines; a cut ends in "…" (Enter shows them all)."""
         parts = Text("totals ", style="dim")
         for phase, total in state.phase_totals.items():
             style = PHASE_STYLES.get(phase, OTHER_PHASE_STYLE)
             mark = "" if total.measurement == "explicit" else "~"
             parts.append(visible(f"{phase} {mark}{seconds(total.wall_seconds)} ×{total.intervals}  "), style=style)
         parts.append(f"orchestration {seconds(state.orchestration_seconds)}", style="dim")
-        if width:  # 0: not laid out yet, the next frame cuts
-            parts.truncate(width, overflow="ellipsis")
-        return parts
+        if not width:  # not laid out yet: the next frame wraps
+            return parts
+        wrapped = list(parts.wrap(self.app.console, width))
+        if len(wrapped) > lines:
+            wrapped = wrapped[:lines]
+            last = wrapped[-1]
+            last.rstrip()
+            last.truncate(width - 1)
+            last.append("…", style="dim")
+        return Text("\n").join(wrapped)
 
 
 class PhaseTimelinePane(Pane):
