@@ -1,7 +1,8 @@
 """Enter on a row or pane: the full text of what the dashboard had to cut, in a box.
 
 The text is agent-written (alerts quote paths, logs quote programs, unreadable records quote
-the bytes that failed): it is shown as plain text in a read-only text area, never as markup,
+the bytes that failed, titles name job ids and kernels): it is shown as plain text in a
+read-only text area under a plain title, never as markup,
 with control characters made visible line by line. The area scrolls and its text can be
 selected; Esc, Enter or ``q`` close it.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
@@ -38,7 +40,7 @@ class DetailScreen(ModalScreen[None]):
 
     def compose(self):
         with Vertical() as box:
-            box.border_title = self.title_text
+            box.border_title = Content(self.title_text)  # a str title would be read as markup
             text = TextArea(self.text, read_only=True, soft_wrap=True, show_line_numbers=False, id="detail-text")
             text.cursor_blink = False  # a still screen reads (and snapshots) the same every time
             yield text
