@@ -815,7 +815,7 @@ class EpiscopeApp(App):
         if focused is not None:
             commands.append((f"Show in full (Enter): {focused.title}", "the selected row or the pane, uncut",
                              focused.action_detail))
-        for pane in self.panes():
+        for pane in self.panes() if self.on_dashboard() else ():
             commands.append((f"Go to pane {pane.number}: {pane.title}", "", partial(self.action_focus_pane, pane.number)))
         if self.replay is not None:
             for index, mark in enumerate(self.replay.marks):

@@ -114,6 +114,7 @@ async def test_screens_over_the_dashboard_leave_on_q_and_offer_no_pane_keys(tmp_
                 await decoded(pilot, screen)
             actions = {binding.binding.action for binding in screen.active_bindings.values()}
             assert not any(a.startswith("focus_pane") for a in actions) and "filter" not in actions
+            assert not any(title.startswith("Go to pane") for title, _, _ in app.palette_commands())
             await pilot.press("f1")
             help_body = app.screen.query_one(Static)
             shown = "\n".join(strip.text for strip in help_body.render_lines(help_body.size.region))
