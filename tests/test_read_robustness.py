@@ -1,6 +1,7 @@
 """Reading what a workspace holds when its files are not what they should be: a line file
-the OS refuses to read, a last line without its newline, a FIFO where a file or an archive
-is expected, a directory named like an archive, a job log that is gone.
+the OS refuses to read, a last line without its newline, a line longer than any record, a
+FIFO where a file or an archive is expected, a directory named like an archive, a job log
+that is gone.
 
 Bad input is one unreadable entry (or one line on stderr) and every good record is kept;
 nothing waits on a FIFO. Each case runs the real ``episcope`` in a subprocess on real files,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -25,7 +27,8 @@ from console.commands.jobs import render_table
 from console.episode import events as ev
 from console.episode.archive import ArchiveError, open_archive
 from console.episode.session import Session
-from console.episode.tailer import Tailer
+from console.episode.job_logs import LINE_CHARS, JobLogs
+from console.episode.tailer import MAX_LINE, Tailer
 from console.formats.job_record import JOB_SCHEMA, MAX_SANDBOX_JOBS, job_record_from_obj, list_job_records
 from console.jobs import parse_request, run_job
 from spine_helpers import follow_until
@@ -247,6 +250,117 @@ def test_events_follow_holds_the_last_line_back_until_it_is_complete(tmp_path):
         proc.wait(timeout=20)
         proc.stdout.close()
         proc.stderr.close()
+
+
+# -- a line longer than any record -----------------------------------------------------------
+
+
+def read_lines(tailer: Tailer, *, final: bool = False) -> list[tuple[int, bytes]]:
+    """(offset, line) of every non-empty line one read returns."""
+    out = []
+    for base, lines in tailer.batches(final=final):
+        for line in lines:
+            if line:
+                out.append((base, line))
+            base += len(line) + 1
+    return out
+
+
+def with_hole(path: Path, before: bytes, hole: int, after: bytes) -> int:
+    """``before``, ``hole`` zero bytes (sparse: no disk), then ``after``; the hole's offset."""
+    with open(path, "wb") as fh:
+        fh.write(before)
+        fh.truncate(len(before) + hole)
+        fh.seek(len(before) + hole)
+        fh.write(after)
+    return len(before)
+
+
+def test_a_line_over_the_limit_is_skipped_reported_once_and_the_lines_after_it_are_read(tmp_path):
+    path = tmp_path / "t.jsonl"
+    exactly = b"z" * 100  # as long as the limit: still a line
+    path.write_bytes(b"a\n" + b"x" * 1000 + b"\nbb\n" + b"y" * 101 + b"\n" + exactly + b"\nc\n")
+    tailer = Tailer(str(path), max_line=100)
+    assert read_lines(tailer) == [(0, b"a"), (1003, b"bb"), (1108, exactly), (1209, b"c")]
+    assert tailer.too_long == [2, 1006]
+    assert read_lines(tailer) == [] and tailer.too_long == []  # read once, reported once
+
+
+def test_a_final_read_skips_an_over_long_last_line_without_its_newline(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"a\n" + b"x" * 1000)
+    tailer = Tailer(str(path), max_line=100)
+    assert read_lines(tailer, final=True) == [(0, b"a")]
+    assert tailer.too_long == [2] and tailer.unterminated is None and tailer.offset == 1002
+
+
+def test_a_live_read_goes_on_inside_an_unfinished_long_line_never_from_its_start(tmp_path):
+    """A writer that never ends its line must not make every poll read it again from its
+    start (or report it again)."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"a\n" + b"x" * 1000)
+    tailer = Tailer(str(path), max_line=100)
+    assert read_lines(tailer) == [(0, b"a")] and tailer.too_long == [2]
+    assert tailer.offset == 1002  # consumed up to the end, not held at the line's start
+    with open(path, "ab") as fh:
+        fh.write(b"x" * 500)
+    assert read_lines(tailer) == [] and tailer.too_long == [] and tailer.offset == 1502
+    with open(path, "ab") as fh:
+        fh.write(b"x\nb\n")
+    assert read_lines(tailer) == [(1504, b"b")] and tailer.too_long == []
+    path.write_bytes(b"y" * 1000 + b"\nc\n")  # rewritten: read again from the start, reported again
+    assert read_lines(tailer) == [(1001, b"c")] and tailer.too_long == [0] and tailer.reset == "truncated"
+
+
+def test_status_lists_each_over_long_line_and_keeps_every_record_around_it(tmp_path):
+    """Real files at the real limit (sparse holes of zero bytes): telemetry, evaluations and a
+    job's log each carry one line longer than ``MAX_LINE``."""
+    ws = workspace(tmp_path)
+    hole = MAX_LINE + 1
+    telemetry = ws / RUNTIME / "telemetry.jsonl"
+    evaluations = ws / RUNTIME / "evaluations.jsonl"
+    at = {telemetry: with_hole(telemetry, jsonl(source_read(1.0, "a.md")), hole, b"\n" + jsonl(source_read(2.0, "b.md"))),
+          evaluations: with_hole(evaluations, jsonl(EVALUATION), hole, b"\n" + jsonl(EVALUATION))}
+    job_id = finished_job(ws)
+    log = log_path(ws, job_id)
+    at[log] = with_hole(log, log.read_bytes(), hole, b"\nafter\n")
+
+    status = episcope(tmp_path, "status", "--json", str(ws))
+    assert status.returncode == 0, status.stderr
+    document = json.loads(status.stdout)
+    assert document["unreadable"] == [{"path": str(path), "offset": offset, "error": f"line longer than {MAX_LINE} bytes"}
+                                      for path, offset in sorted(at.items(), key=lambda item: str(item[0]))]
+    assert (document["telemetry_events"], document["source_reads"], document["evaluations"]["count"]) == (2, 2, 2)
+    (job,) = document["jobs"]
+    assert job["log_tail"]["stdout"] == ["to out", "after"]
+
+
+def test_a_gigabyte_line_is_read_in_bounded_memory(tmp_path):
+    """Under a 1 GiB address-space limit, a 1 GiB line (a sparse hole) between two records:
+    read whole, it is a MemoryError traceback; skipped in chunks, one unreadable entry."""
+    ws = workspace(tmp_path)
+    telemetry = ws / RUNTIME / "telemetry.jsonl"
+    offset = with_hole(telemetry, jsonl(source_read(1.0, "a.md")), 1 << 30, b"\n" + jsonl(source_read(2.0, "b.md")))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state")}
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    status = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", str(ws)], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120, preexec_fn=limit_memory)
+    assert status.returncode == 0, status.stderr[-500:]
+    document = json.loads(status.stdout)
+    assert document["telemetry_events"] == 2
+    assert [(e["offset"], e["error"]) for e in document["unreadable"]] == [(offset, f"line longer than {MAX_LINE} bytes")]
+
+
+def test_a_kept_job_log_line_is_cut_to_line_chars():
+    logs = JobLogs()
+    path = "/ws/.atrex_long_horizon/sandbox/j1/stdout.log"
+    logs.add(path, "short")
+    logs.add(path, "x" * (LINE_CHARS + 10))
+    logs.add(path, "y" * LINE_CHARS)
+    assert logs.snapshot()["j1"].stdout == ("short", "x" * LINE_CHARS + " … (10 more characters)", "y" * LINE_CHARS)
 
 
 # -- FIFOs and directories where a file or an archive is expected ----------------------------

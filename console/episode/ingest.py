@@ -205,15 +205,20 @@ class Ingest:
         return known[1]
 
     def _read_failure(self, artifact: Artifact, path: str, failed_before: str | None) -> list[Event]:
-        """The unreadable event for a line file the last read could not read, unless the read
-        before failed the same way (a live session retries every tick: one event, not one a
-        tick). Whatever read it next starts it over (``Tailer``), which drops the event."""
+        """An unreadable event for each line the last read skipped as longer than the tailer
+        allows (a line is skipped, so reported, once), then one for a line file the last read
+        could not read, unless the read before failed the same way (a live session retries
+        every tick: one event, not one a tick). Whatever read it next starts it over
+        (``Tailer``), which drops the event."""
         tailer = self._tailer(artifact, path)
+        too_long = [Event(ev.UNREADABLE, path, offset, tailer.mtime,
+                          Unreadable(path, offset, f"line longer than {tailer.max_line} bytes"))
+                    for offset in tailer.too_long]
         if tailer.error is None or (tailer.error == failed_before and not tailer.reset):
-            return []
+            return too_long
         stamp = _stamp(path)
         at = stamp[2] / 1e9 if stamp is not None else _removed_at(path)
-        return [Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, one_line(tailer.error)))]
+        return [*too_long, Event(ev.UNREADABLE, path, None, at, Unreadable(path, None, one_line(tailer.error)))]
 
     def read_lines_batched(self, artifact: Artifact, path: str, *, final: bool = False) -> Iterator[list[Event]]:
         """Line events in read-chunk-sized batches (a huge file streams); ``final`` as for

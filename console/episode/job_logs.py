@@ -1,7 +1,10 @@
 """The last lines of every sandbox job's logs, folded from JOB_LOG events.
 
 Only the tail is kept (a job may print for hours); the console's jobs pane and
-``status --json`` (``jobs[].log_tail``) both show it.
+``status --json`` (``jobs[].log_tail``) both show it. A line is read whole up to the
+tailer's limit (``tailer.MAX_LINE``, a longer one is skipped as unreadable), but a kept line
+is cut to ``LINE_CHARS``: the tail is what an operator reads, and without the cut it could
+hold ``TAIL_LINES`` lines of megabytes each, per job and stream.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from console.formats.job_log import log_owner
 from .state import JobLogTail
 
 TAIL_LINES = 200  # per job and stream
+LINE_CHARS = 4000  # of one kept line; a screen shows far less, a traceback line fits
 
 
 class JobLogs:
@@ -26,6 +30,8 @@ class JobLogs:
         lines = self._lines.get(path)
         if lines is None:
             lines = self._lines[path] = deque(maxlen=TAIL_LINES)
+        if len(line) > LINE_CHARS:
+            line = f"{line[:LINE_CHARS]} … ({len(line) - LINE_CHARS} more characters)"
         lines.append(line)
         self._tails = None
 

@@ -23,6 +23,14 @@ the file counts as truncated.
 
 Reads go in 256 KiB chunks: a cold ingest of a multi-GB file holds one chunk (and the
 records decoded from it) at a time, which measured both faster and leaner than 4 MiB.
+
+A line longer than one chunk is read again in a chunk twice as large, up to ``max_line``
+bytes. A line longer than that is no record any writer of these files makes, and reading it
+whole could take all memory (one 4 GB line of zeros costs no disk in a sparse file and about
+4 MB in a gzip archive). It is skipped instead, read on in chunks until its newline without
+being kept, and its offset lands in ``too_long`` once; every line after it is read as usual.
+A live read that finds it unfinished remembers that it is inside it and goes on from where
+it stopped, never from the line's start.
 """
 
 from __future__ import annotations
@@ -32,14 +40,20 @@ import stat
 from collections.abc import Iterator
 
 CHUNK = 256 << 10
+# The longest line read as a record. Telemetry records are under 1 KB and an evaluation
+# record (one entry per shape) a few KB; a job's output line is whatever it prints, and a
+# few MB of one line is already more than anyone reads. 4 MiB keeps every real line and
+# bounds what one line costs (a read never exceeds it by more than one byte).
+MAX_LINE = 4 << 20
 # The end of a telemetry line (its closing fields and newline): differs between any two
 # events that carry a timestamp or sequence number.
 FINGERPRINT = 64
 
 
 class Tailer:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_line: int = MAX_LINE) -> None:
         self.path = path
+        self.max_line = max_line
         self.offset = 0  # first byte not yet consumed as part of a complete line
         self._identity: tuple[int, int] | None = None
         self._fingerprint = b""  # the last bytes consumed, ending at ``offset``
@@ -47,6 +61,8 @@ class Tailer:
         self.reset: str | None = None
         self.error: str | None = None  # why the last read could not read the file, if it could not
         self.unterminated: int | None = None  # offset of the last line a final read returned without its newline
+        self.too_long: list[int] = []  # offsets of the lines over ``max_line`` the last read came upon
+        self._inside_long_line = False  # ``offset`` is inside such a line: skip on to its newline
         # The file's mtime when last read: every line read was written by then, so it is
         # the time of a line that states none.
         self.mtime: float | None = None
@@ -74,6 +90,7 @@ class Tailer:
         """
         self.reset = None
         self.unterminated = None
+        self.too_long = []
         failed_before, self.error = self.error is not None, None
         try:
             # Non-blocking: a FIFO under a line file's name must not hang the reader.
@@ -103,14 +120,26 @@ class Tailer:
             self._identity = identity
             self.mtime = st.st_mtime
             end = st.st_size
-            size = CHUNK
+            # No read is longer than ``max_line`` + 1 bytes, so every complete line in one
+            # is within the limit, and one without a newline that long starts a line over it.
+            first_size = size = min(CHUNK, self.max_line + 1)
             while self.offset < end:
+                if self._inside_long_line:
+                    if not self._skip_long_line(fd, end):
+                        break  # the file shrank while being read: the next read sees why
+                    continue
                 want = min(size, end - self.offset)
                 data = os.pread(fd, want, self.offset)
                 cut = data.rfind(b"\n")
                 if cut < 0:
                     if len(data) < want:
                         break  # the file shrank while being read: the next read sees why
+                    if len(data) > self.max_line:
+                        self.too_long.append(self.offset)
+                        self._inside_long_line = True
+                        self._consume(data, len(data))
+                        size = first_size
+                        continue
                     if want < size:  # read to the end: the last line has no newline (yet)
                         if final:
                             self.unterminated = self.offset
@@ -118,25 +147,42 @@ class Tailer:
                         else:
                             break
                     else:
-                        size *= 2  # a line longer than one chunk: read more at once
+                        size = min(size * 2, self.max_line + 1)  # a line longer than one chunk: read more at once
                         continue
-                size = CHUNK
+                size = first_size
                 base = self.offset
-                self.offset += cut + 1
-                # A read that consumed fewer bytes keeps the end of the previous fingerprint.
-                tail = data[max(0, cut + 1 - FINGERPRINT):cut + 1]
-                self._fingerprint = (self._fingerprint + tail)[-FINGERPRINT:]
+                self._consume(data, cut + 1)
                 yield base, data
         except OSError as exc:  # an I/O error mid-file: what was read before it stays read
             self.error = str(exc)
         finally:
             os.close(fd)
 
+    def _consume(self, data: bytes, length: int) -> None:
+        """Move ``offset`` past the first ``length`` bytes of ``data``, read at ``offset``."""
+        self.offset += length
+        # A read that consumed fewer bytes keeps the end of the previous fingerprint.
+        tail = data[max(0, length - FINGERPRINT):length]
+        self._fingerprint = (self._fingerprint + tail)[-FINGERPRINT:]
+
+    def _skip_long_line(self, fd: int, end: int) -> bool:
+        """Consume the next chunk of the over-long line ``offset`` is inside, up to its
+        newline if the chunk holds it (the line ends there); False if nothing was read."""
+        data = os.pread(fd, min(CHUNK, end - self.offset), self.offset)
+        cut = data.find(b"\n")
+        if cut < 0:
+            self._consume(data, len(data))
+        else:
+            self._consume(data, cut + 1)
+            self._inside_long_line = False
+        return bool(data)
+
     def _forget(self) -> None:
         """Start over: the file is (to be) read from its first byte."""
         self._identity = None
         self.offset = 0
         self._fingerprint = b""
+        self._inside_long_line = False
 
     def _still_there(self, fd: int) -> bool:
         """Whether the bytes just before ``offset`` are still the ones consumed there."""
