@@ -31,7 +31,6 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
 from textual.css.query import NoMatches
-from textual.markup import escape
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -82,17 +81,27 @@ GPU_SAMPLE_SECONDS = 2.0  # an NVML pass can block for tens of milliseconds on a
 REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
 
 
+def markup_text(text: str) -> str:
+    """``text`` as markup that reads back as exactly ``text``.
+
+    Textual's ``escape`` leaves alone a ``[`` its parser still takes as a tag (``[ @click=…]``
+    with a space, ``[B]``, ``[$x]``); a backslash before every ``[`` leaves no tag at all (the
+    parser keeps other backslashes as they are)."""
+    return text.replace("[", "\\[")
+
+
 class EpiscopeCommands(Provider):
     """Command palette entries built from what makes sense on the current state.
 
     Titles name jobs, kernels and receipts (agent-written): control characters are made
-    visible, and the palette reads its strings as markup, so they are escaped here.
+    visible, and the palette reads its strings (the match display, the help) as markup, so
+    they go in as markup of the text itself (``markup_text``).
     """
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self.app.palette_commands():
             title, help_text = visible(title), visible(help_text)
-            yield DiscoveryHit(Text(title), callback, text=title, help=escape(help_text))
+            yield DiscoveryHit(Text(title), callback, text=title, help=markup_text(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -100,7 +109,8 @@ class EpiscopeCommands(Provider):
             title, help_text = visible(title), visible(help_text)
             score = matcher.match(title)
             if score > 0:
-                yield Hit(score, matcher.highlight(escape(title)), callback, text=title, help=escape(help_text))
+                yield Hit(score, matcher.highlight(markup_text(title)), callback, text=title,
+                          help=markup_text(help_text))
 
 
 class EpiscopeApp(App):

@@ -32,6 +32,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.color import Color
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from console.episode.state import EpisodeState
@@ -141,7 +142,8 @@ class Pane(Vertical):
     def _set_title(self) -> None:
         prefix = f"{self.number} " if self.number is not None else ""
         suffix = f"  /{self.filter_text}" if self.filter_text else ""
-        self.border_title = f"{prefix}{self.title}{suffix}"
+        # Content, not a str (read as markup): the filter is what the operator typed
+        self.border_title = Content(f"{prefix}{self.title}{suffix}")
 
     def show_state(self, state: EpisodeState, now: float | None = None) -> None:
         """Draw ``state`` as of ``now`` (unix seconds, the app's clock); subclasses redraw
