@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec.structs import replace
 
+from console.formats.bounded_read import read_regular_file
+from console.formats.problems import FormatError
+
 from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
 from .incumbent import candidate_base
 
 if TYPE_CHECKING:
     import git
+
+# kernel.py is one Python source file, tens of kilobytes; one larger than this is not read,
+# on disk or in a commit (a 2 GB file, or /dev/zero behind a link, would be read to the end).
+MAX_KERNEL_BYTES = 8 << 20
 
 PROBE_MARKERS = (
     "atrex_timeline.cuh",
@@ -42,6 +49,7 @@ class GitFacts(msgspec.Struct, frozen=True):
     untracked_paths: tuple[str, ...] = ()
     kernel_sha256: str | None = None  # of kernel.py as it is on disk now
     kernel_has_probe: bool | None = None
+    kernel_error: str | None = None  # why kernel.py on disk could not be read (its sha256 is then None)
     base_commit: str | None = None  # the episode's (active episode or journal), when it names one
     # What the candidate is checked against (``incumbent.candidate_base``): a workspace without an
     # episode (``episcope init``'s) has no base commit, and the loop's rules still hold there.
@@ -54,12 +62,18 @@ class GitFacts(msgspec.Struct, frozen=True):
     error: str | None = None
 
 
-def file_sha256(path: Path) -> str | None:
+def read_kernel(path: str | Path) -> tuple[bytes | None, str | None]:
+    """(the bytes of kernel.py, None), or (None, why it was not read): only a regular file of
+    at most MAX_KERNEL_BYTES is read, never a FIFO (which would block) or a device. A
+    missing kernel.py is (None, None): nothing to explain."""
     try:
-        with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
-    except OSError:
-        return None
+        return read_regular_file(path, MAX_KERNEL_BYTES), None
+    except FileNotFoundError:
+        return None, None
+    except FormatError as exc:
+        return None, f"kernel.py: {exc}"
+    except OSError as exc:
+        return None, f"kernel.py: {exc.strerror or exc}"
 
 
 def _porcelain(repo: git.Repo) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -90,13 +104,9 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, vers
     """``base_commit``: the episode's; ``version_commit``: the incumbent memory version's
     (``incumbent.incumbent_version_commit``), the next choice of ``GitFacts.candidate_base``."""
     worktree = Path(worktree)
-    kernel = worktree / "kernel.py"
-    kernel_sha = file_sha256(kernel)
-    try:
-        kernel_text = kernel.read_text(errors="replace") if kernel_sha else None
-    except OSError:
-        kernel_text = None
-    kernel_probe = has_probe_marker(kernel_text) if kernel_text is not None else None
+    kernel, kernel_error = read_kernel(worktree / "kernel.py")
+    kernel_sha = hashlib.sha256(kernel).hexdigest() if kernel is not None else None
+    kernel_probe = has_probe_marker(kernel.decode("utf-8", "replace")) if kernel is not None else None
     errors: tuple[type[Exception], ...] = (*read_errors(), OSError)
     try:
         with open_repo(worktree) as repo:
@@ -117,6 +127,7 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, vers
                 untracked_paths=untracked,
                 kernel_sha256=kernel_sha,
                 kernel_has_probe=kernel_probe,
+                kernel_error=kernel_error,
                 base_commit=base_commit,
                 candidate_base=candidate_base(base_commit, version_commit, first),
                 candidate_commit=candidate_commit,
@@ -126,7 +137,8 @@ def read_git_facts(worktree: str | Path, *, base_commit: str | None = None, vers
             return facts
     except errors as exc:
         message = " ".join(str(exc).split())[:300]
-        return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe, error=message)
+        return GitFacts(str(worktree), kernel_sha256=kernel_sha, kernel_has_probe=kernel_probe,
+                        kernel_error=kernel_error, error=message)
 
 
 def _candidate_facts(repo: git.Repo, head: str | None, base: str | None, candidate: str) -> dict[str, object]:
@@ -138,7 +150,8 @@ def _candidate_facts(repo: git.Repo, head: str | None, base: str | None, candida
     facts["candidate_is_head"] = head == commit.hexsha
     try:
         blob = commit.tree / "kernel.py"
-        facts["candidate_has_probe"] = has_probe_marker(blob.data_stream.read().decode("utf-8", "replace"))
+        facts["candidate_has_probe"] = (has_probe_marker(blob.data_stream.read().decode("utf-8", "replace"))
+                                        if blob.size <= MAX_KERNEL_BYTES else None)
     except KeyError:
         facts["candidate_has_probe"] = None
     if base:

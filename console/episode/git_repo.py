@@ -18,6 +18,11 @@ hand or through GitPython, gets the environment built here:
 - pager, editor and prompts off; ``GIT_DIR``/``GIT_WORK_TREE`` set to the repository found,
   so a ``core.worktree`` line cannot point git at another directory.
 
+GitPython also reads some repository files itself, in this process, where no timeout
+reaches: before any ``Repo`` is opened, ``repo_files`` checks that each is a bounded regular
+file, and the config files git will include are checked the same way (:func:`checked_repository`).
+GitPython itself never follows an include (:func:`_repo_type`).
+
 Only :func:`new_repo` (``episcope init`` making a fresh repository from bundled files) keeps
 the user's own config, for their commit identity; the repository-side settings still apply.
 
@@ -28,17 +33,25 @@ by :func:`open_repo` when a repository is opened.
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from console.formats.bounded_read import kind_of
+
+from .repo_files import CONFIG_BYTES, GitDirs, UnsafeRepository, checked_git_dirs
+
 if TYPE_CHECKING:
     import git
 
 GIT_TIMEOUT_SECONDS = 60
+# git stops at this depth of config includes (config.c MAX_INCLUDE_DEPTH).
+INCLUDE_DEPTH = 10
 
 # (key, value) given to every git process as command-line config.
 SAFE_CONFIG: tuple[tuple[str, str], ...] = (
@@ -162,14 +175,12 @@ def run_git(cwd: str | os.PathLike[str], *argv: str, env: dict[str, str] | None 
 def find_repo(path: str | os.PathLike[str]) -> RepoPaths | None:
     """The repository whose work tree holds ``path`` (walking up as git does), or None.
 
-    Stops at a ``.git`` entry that is not a repository, as git does. GitPython is loaded only
-    once a ``.git`` entry is found."""
+    Stops at a ``.git`` entry that is not a repository (or not a safe one), as git stops at
+    one that is not a repository. GitPython is loaded only once a ``.git`` entry is found."""
     start = Path(path).resolve()
     for top in (start, *start.parents):
         if not os.path.lexists(top / ".git"):
             continue
-        if git_dir_of(top) is None:
-            return None
         try:
             with open_repo(top) as repo:
                 return RepoPaths(top, Path(repo.git_dir).resolve(), Path(repo.common_dir).resolve())
@@ -178,15 +189,29 @@ def find_repo(path: str | os.PathLike[str]) -> RepoPaths | None:
     return None
 
 
+def checked_git_dir(top: str | os.PathLike[str]) -> GitDirs:
+    """``repo_files.checked_git_dirs`` of the work tree ``top``; GitUnavailable (one line:
+    ".git/HEAD is a FIFO, not a regular file") where it refuses or finds no ``.git``."""
+    try:
+        dirs = checked_git_dirs(top)
+    except UnsafeRepository as exc:
+        raise GitUnavailable(str(exc)) from None
+    if dirs is None:
+        raise GitUnavailable(f"not a git repository: {top} has no .git")
+    return dirs
+
+
 def git_dir_of(top: str | os.PathLike[str]) -> Path | None:
     """The git directory of the work tree ``top`` (its ``.git`` directory, or where its
-    ``.git`` file points), read by GitPython without opening the repository."""
+    ``.git`` file points), read by GitPython without opening the repository, once the files
+    it reads are checked; None when there is none or it is not safe to read."""
     from git.exc import GitError
     from git.repo.fun import find_submodule_git_dir
 
     try:
+        checked_git_dir(top)
         found = find_submodule_git_dir(Path(top) / ".git")
-    except (GitError, OSError):
+    except (GitUnavailable, GitError, OSError):
         return None
     return None if found is None else Path(found)
 
@@ -208,20 +233,102 @@ def head_stamp(top: str | os.PathLike[str]) -> tuple[tuple[int, int, int] | None
     return tuple(stamps)
 
 
+def check_config_includes(dirs: GitDirs) -> None:
+    """Raises GitUnavailable when a config file git would include (``include.path``, an
+    ``includeIf.<condition>.path`` whatever its condition) is there but is not a regular
+    file of at most ``repo_files.CONFIG_BYTES``: git would block on a FIFO until its
+    timeout, in every process it starts.
+
+    git itself lists each file's include lines (``--no-includes``: one file at a time, so no
+    include is opened before it is checked); a path is taken as git takes it: ``~`` is the
+    home directory, a relative one is relative to the file that names it. A missing file is
+    fine (git skips it).
+
+    ``git config --file`` still reads the config of any repository around its working
+    directory, includes and all, so it runs outside every repository: in ``/dev``, with git
+    kept from looking above it."""
+    env = {**os.environ, **SAFE_ENVIRONMENT, "GIT_CEILING_DIRECTORIES": "/"}
+    env.pop("GIT_DIR", None)
+    pending = [(Path(os.path.abspath(dirs.common_dir / "config")), 0),
+               (Path(os.path.abspath(dirs.git_dir / "config.worktree")), 0)]
+    seen: set[Path] = set()
+    while pending:
+        config, depth = pending.pop()
+        if config in seen or depth > INCLUDE_DEPTH or not config.exists():
+            continue
+        seen.add(config)
+        try:
+            listed = subprocess.run(["git", "config", "--file", os.fspath(config), "--no-includes", "-z",
+                                     "--get-regexp", r"^include(if\..*)?\.path$"], cwd=os.path.dirname(os.devnull), env=env,
+                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s") from None
+        except OSError as exc:
+            raise GitUnavailable(_one_line(str(exc))) from None
+        for entry in listed.stdout.split(b"\0"):
+            _, newline, value = entry.partition(b"\n")
+            if not newline or not value:
+                continue
+            named = os.fsdecode(value)
+            target = config.parent / os.path.expanduser(named)
+            try:
+                info = target.stat()  # git follows a link here
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or info.st_size > CONFIG_BYTES:
+                what = (f"is {kind_of(info.st_mode)}, not a regular file" if not stat.S_ISREG(info.st_mode)
+                        else f"is {info.st_size} bytes, more than the {CONFIG_BYTES} allowed")
+                raise GitUnavailable(f"config include {named!r} (named in {config}) {what}")
+            pending.append((target, depth + 1))
+
+
+@functools.cache
+def _repo_type() -> type[git.Repo]:
+    """GitPython's ``Repo`` whose config reader reads the repository's config file only,
+    never a file it includes.
+
+    GitPython merges includes by rules of its own: every key of ``[include]``, not only
+    ``path``, and ``includeIf "gitdir:…"`` matched with ``fnmatch``, whose ``*`` crosses
+    ``/`` where git's does not; so it would open files git never reads, unchecked, in this
+    process. Turning that off costs nothing: episcope asks GitPython for ``core.bare``
+    alone (``Repo.__init__`` does), and every setting git acts on is read by git itself,
+    includes followed by git's rules, under a timeout. ``Repo`` offers no switch of its
+    own (``config_reader`` builds a merging ``GitConfigParser``), hence the override of that
+    public method; a ``Repo`` is only made for a work tree, so GitPython's private
+    ``_config_reader`` (used when a git directory is opened directly) is never reached."""
+    import git
+
+    class RepoWithoutIncludes(git.Repo):
+        def config_reader(self, config_level: str | None = None) -> git.GitConfigParser:
+            return git.GitConfigParser(os.path.join(self.common_dir, "config"), read_only=True,
+                                       merge_includes=False, repo=self)
+
+    return RepoWithoutIncludes
+
+
 @contextmanager
 def open_repo(top: str | os.PathLike[str]) -> Iterator[git.Repo]:
     """A GitPython ``Repo`` of the work tree ``top`` whose every git process runs with the
     safe environment; closed (its persistent ``cat-file`` processes ended) on exit.
 
-    Raises GitUnavailable when the repository cannot be read."""
+    Every file GitPython and git read before a command can be timed out is checked first
+    (:func:`checked_git_dir`, :func:`check_config_includes`). Raises GitUnavailable when the
+    repository cannot be read."""
     top = Path(top)
+    dirs = checked_git_dir(top)
+    check_config_includes(dirs)
     env = safe_environment(top)
     try:
         import git
+        from git.repo.fun import find_submodule_git_dir
     except ImportError as exc:  # GitPython is a dependency of the console; a broken install says so
         raise GitUnavailable(_one_line(str(exc))) from None
     try:
-        repo = git.Repo(top)
+        # GitPython must find the repository through ``.git`` (the files just checked):
+        # else ``Repo`` would look for one in the work tree itself, whose HEAD is unchecked.
+        if find_submodule_git_dir(top / ".git") is None:
+            raise GitUnavailable(f"not a git repository: {top}")
+        repo = _repo_type()(top)
     except (git.GitError, OSError, ValueError) as exc:
         raise GitUnavailable(f"not a git repository: {_one_line(str(exc))}") from None
     with repo:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from .git_facts import MAX_KERNEL_BYTES, read_kernel
 from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
 from .incumbent import incumbent_commit
 from .state import EpisodeState
@@ -191,14 +192,11 @@ def _git_reason(exc: Exception) -> str:
 
 def _kernel_sha(repo: git.Repo, worktree: str, commit: str | None) -> str | None:
     """sha256 of kernel.py at ``commit`` (None: on disk), the key evaluations are filed under."""
-    if commit is None:
-        try:
-            with open(f"{worktree}/{KERNEL}", "rb") as handle:
-                return hashlib.file_digest(handle, "sha256").hexdigest()
-        except OSError:
-            return None
+    if commit is None:  # read as the git facts read it: a regular file of bounded size only
+        data, _ = read_kernel(f"{worktree}/{KERNEL}")
+        return None if data is None else hashlib.sha256(data).hexdigest()
     try:
         blob = repo.commit(commit).tree / KERNEL
     except KeyError:
         return None
-    return hashlib.sha256(blob.data_stream.read()).hexdigest()
+    return hashlib.sha256(blob.data_stream.read()).hexdigest() if blob.size <= MAX_KERNEL_BYTES else None

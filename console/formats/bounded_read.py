@@ -36,7 +36,7 @@ def open_regular_file(path: str | os.PathLike[str]) -> BufferedReader:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise FormatError(f"not a regular file ({_kind(info.st_mode)})")
+            raise FormatError(f"not a regular file ({kind_of(info.st_mode)})")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -69,7 +69,8 @@ def read_regular_file(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BY
     return data
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words ("a FIFO"), for a one-line refusal."""
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -78,4 +79,6 @@ def _kind(mode: int) -> str:
         return "a socket"
     if stat.S_ISDIR(mode):
         return "a directory"
+    if stat.S_ISLNK(mode):  # only an lstat sees one
+        return "a symbolic link"
     return "not a plain file"
