@@ -4,10 +4,15 @@ to hold the user cache: git is never asked where the copy's campaign is."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
+import sys
 import tarfile
 
+import pytest
+
 from console.episode import archive as archive_module
+from console.episode.archive import ArchiveError, open_archive
 from console.episode.workspace import resolve_workspace
 from spine_helpers import git, make_campaign
 
@@ -55,3 +60,64 @@ def test_the_active_worktree_of_a_copy_is_the_copys_own(tmp_path, monkeypatch):
     assert all(w.is_relative_to(copies) for w in workspace.worktrees)
     assert workspace.worktree == workspace.worktrees[0]
     assert resolve_workspace(campaign).worktree == worktree  # the live campaign: the recorded path
+
+
+def add_directory(tar: tarfile.TarFile, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    tar.addfile(info)
+
+
+@pytest.mark.parametrize(("members", "why"), [
+    ([("camp/kernel.py", b"a"), ("camp/kernel.py", b"b")], "duplicate archive member 'camp/kernel.py'"),
+    ([("camp/kernel.py", b"a"), ("camp/./kernel.py", b"b")], "duplicate archive member 'camp/kernel.py'"),
+    ([("camp/kernel.py", b"a"), ("camp/kernel.py/inner", b"b")],
+     "archive member 'camp/kernel.py/inner' is inside 'camp/kernel.py', a file"),
+    ([("camp/kernel.py/inner", b"b"), ("camp/kernel.py", b"a")],
+     "archive member 'camp/kernel.py' is both a file and a directory"),
+    ([("camp/x", None), ("camp/x", b"a")], "archive member 'camp/x' is both a file and a directory"),
+])
+def test_a_path_named_twice_is_refused_in_one_line_naming_the_member(tmp_path, monkeypatch, members, why):
+    """``tar`` lets a later member replace an earlier one; the copy refuses such an archive
+    and says which member, not which staging file (already deleted) could not be made."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive_module._opened.clear()
+    packed = tmp_path / "dup.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        add_file(tar, "camp/.atrex_long_horizon/active_episode.json", b"{}")
+        for name, data in members:
+            if data is None:
+                add_directory(tar, name)
+            else:
+                add_file(tar, name, data)
+
+    with pytest.raises(ArchiveError) as refused:
+        open_archive(packed)
+
+    assert str(refused.value) == f"{packed}: {why}"
+    copies = tmp_path / "cache" / "episcope" / "archives"
+    assert list(copies.iterdir()) == []  # nothing unpacked, no staging directory left
+
+
+def test_a_directory_named_twice_is_no_duplicate(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive_module._opened.clear()
+    packed = tmp_path / "dirs.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        add_directory(tar, "camp")
+        add_directory(tar, "camp/")
+        add_file(tar, "camp/.atrex_long_horizon/active_episode.json", b"{}")
+
+    assert open_archive(packed).name == "camp"
+
+
+def test_status_of_an_archive_with_a_duplicate_member_is_one_line(tmp_path):
+    packed = tmp_path / "dup.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        add_file(tar, "c/kernel.py", b"a")
+        add_file(tar, "c/kernel.py", b"b")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-m", "console.cli", "status", str(packed)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"episcope: {packed}: duplicate archive member 'c/kernel.py'\n"

@@ -7,8 +7,8 @@ prefix>/``, and reused while that copy is complete.
 
 An archive may come from anyone, so before anything is written ``formats.tar_check`` walks it
 whole (gzip checksum to the end, bounded headers, members and bytes), and only regular files
-and directories with safe relative names are unpacked: links, devices, absolute paths or
-``..`` refuse the archive as a whole. The copy is then made inert before it is used:
+and directories with safe relative names are unpacked: links, devices, absolute paths,
+``..`` or a path named by two members refuse the archive as a whole. The copy is then made inert before it is used:
 
 - every git config file in it (``.git/config``, ``config.worktree``, submodule configs) is
   rewritten keeping only ``KEPT_CONFIG``: the repository's format and layout, and remote and
@@ -84,6 +84,26 @@ def _check_member(member: tarfile.TarInfo) -> None:
         raise ArchiveError(f"archive member {name!r} is not a regular file or directory")
 
 
+def _check_layout(members: list[tarfile.TarInfo]) -> None:
+    """Each path in the archive names one thing: no member twice, none inside a file.
+
+    ``tar`` lets a later member replace an earlier one of the same name; the copy refuses
+    instead (every file is created, never overwritten), and says which member it is."""
+    is_file: dict[tuple[str, ...], bool] = {}  # path parts -> a file (else a directory)
+    for member in members:
+        parts = PurePosixPath(member.name).parts
+        for depth in range(1, len(parts)):
+            if is_file.setdefault(parts[:depth], False):
+                raise ArchiveError(f"archive member {member.name!r} is inside {'/'.join(parts[:depth])!r}, a file")
+        known = is_file.get(parts)
+        if known is None:
+            is_file[parts] = member.isfile()
+        elif known and member.isfile():
+            raise ArchiveError(f"duplicate archive member {'/'.join(parts)!r}")
+        elif known or member.isfile():
+            raise ArchiveError(f"archive member {'/'.join(parts)!r} is both a file and a directory")
+
+
 def _is_hook(parts: tuple[str, ...]) -> bool:
     """``<repo>/.git/hooks/...`` or a submodule's ``.git/modules/<name>/hooks/...``."""
     if ".git" not in parts:
@@ -103,6 +123,7 @@ def _extract(archive: BinaryIO, staging: Path) -> None:
         members = tar.getmembers()
         for member in members:
             _check_member(member)
+        _check_layout(members)
         for member in members:
             parts = PurePosixPath(member.name).parts
             if _is_hook(parts):
@@ -213,6 +234,8 @@ def _unpack(archive: Path, handle: BinaryIO, target: Path, limits: TarLimits | N
             _link_worktrees(staging, target)
         except TarRefused as exc:
             raise ArchiveError(f"{archive}: refused: {exc}") from None
+        except ArchiveError as exc:  # a member the copy refuses: named with the archive
+            raise ArchiveError(f"{archive}: {exc}") from None
         except GitUnavailable as exc:
             raise ArchiveError(f"{archive}: cannot make the copy safe: {exc}") from None
         except (tarfile.TarError, EOFError, OSError, ValueError, OverflowError) as exc:
