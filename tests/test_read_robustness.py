@@ -335,6 +335,28 @@ def test_status_lists_each_over_long_line_and_keeps_every_record_around_it(tmp_p
     assert job["log_tail"]["stdout"] == ["to out", "after"]
 
 
+def test_a_live_session_lists_an_unfinished_long_line_once_and_reads_the_records_after_it(tmp_path):
+    ws = workspace(tmp_path)
+    path = ws / RUNTIME / "telemetry.jsonl"
+    first = jsonl(source_read(1.0, "a.md"))
+    path.write_bytes(first + b"x" * (MAX_LINE + 1))
+    session = Session(ws)
+    state = session.scan()
+    assert state.telemetry_events == 1
+    assert [(u.offset, u.error) for u in state.unreadable] == [(len(first), f"line longer than {MAX_LINE} bytes")]
+    with open(path, "ab") as fh:
+        fh.write(b"x" * 1000)
+    assert [e for e in session.refresh() if e.kind == ev.UNREADABLE] == []  # not again
+
+    def finish() -> None:
+        with open(path, "ab") as fh:
+            fh.write(b"\n" + jsonl(source_read(2.0, "b.md")))
+
+    seen = follow_until(session, finish, lambda events: any(e.kind == ev.TELEMETRY for e in events))
+    assert [e.kind for e in seen] == [ev.TELEMETRY]
+    assert session.state.telemetry_events == 2 and len(session.state.unreadable) == 1
+
+
 def test_a_gigabyte_line_is_read_in_bounded_memory(tmp_path):
     """Under a 1 GiB address-space limit, a 1 GiB line (a sparse hole) between two records:
     read whole, it is a MemoryError traceback; skipped in chunks, one unreadable entry."""
