@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import resource
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.commands.jobs import render_table
 from console.episode import events as ev
@@ -310,6 +313,36 @@ def test_a_live_read_goes_on_inside_an_unfinished_long_line_never_from_its_start
     assert read_lines(tailer) == [(1504, b"b")] and tailer.too_long == []
     path.write_bytes(b"y" * 1000 + b"\nc\n")  # rewritten: read again from the start, reported again
     assert read_lines(tailer) == [(1001, b"c")] and tailer.too_long == [0] and tailer.reset == "truncated"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(st.binary(min_size=1, max_size=60).map(lambda b: b.replace(b"\n", b"_")), min_size=1, max_size=30),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_written_in_random_pieces_every_line_is_read_or_listed_too_long_exactly_once(tmp_path_factory, records, seed):
+    """Whatever pieces the writer's lines arrive in, live reads see each line within the
+    limit once, at its offset, and list each longer one once."""
+    path = tmp_path_factory.mktemp("long") / "t.jsonl"
+    data = b"".join(record + b"\n" for record in records)
+    offsets = [sum(len(r) + 1 for r in records[:i]) for i in range(len(records))]
+    rng = random.Random(seed)
+    tailer = Tailer(str(path), max_line=20)
+    seen, too_long = [], []
+    position = 0
+    with open(path, "wb") as fh:
+        while position < len(data):
+            step = rng.randint(1, 45)
+            fh.write(data[position:position + step])
+            fh.flush()
+            position += step
+            if rng.random() < 0.6:
+                seen += read_lines(tailer)
+                too_long += tailer.too_long
+    seen += read_lines(tailer)
+    too_long += tailer.too_long
+    assert seen == [(at, record) for at, record in zip(offsets, records) if len(record) <= 20]
+    assert too_long == [at for at, record in zip(offsets, records) if len(record) > 20]
 
 
 def test_status_lists_each_over_long_line_and_keeps_every_record_around_it(tmp_path):

@@ -73,7 +73,8 @@ class Tailer:
         Empty lines are kept, so that each line's offset is the one before it plus its
         length plus one. Sets ``self.reset`` before the first batch. ``final``: no read
         will follow this one, so a last line without its newline comes too, in a batch of
-        its own at ``self.unterminated``.
+        its own at ``self.unterminated``. A line longer than ``max_line`` is in no batch: the
+        next one starts after it, and ``self.too_long`` holds its offset.
         """
         for base, data in self._reads(final):
             lines = data.split(b"\n")
