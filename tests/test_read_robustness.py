@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from console.commands.jobs import render_table
 from console.episode import events as ev
 from console.episode.archive import ArchiveError, open_archive
-from console.episode.session import Session
 from console.episode.job_logs import LINE_CHARS, JobLogs
+from console.episode.session import Session
 from console.episode.tailer import MAX_LINE, Tailer
 from console.formats.job_record import JOB_SCHEMA, MAX_SANDBOX_JOBS, job_record_from_obj, list_job_records
 from console.jobs import parse_request, run_job
