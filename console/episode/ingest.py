@@ -257,6 +257,8 @@ class Ingest:
             self._remember_git_context(artifact.kind, path, result.value, at)
             event = Event(artifact.kind, path, None, at, result.value)
             events += job_stages(event) if artifact.kind == ev.JOB and previous is None else [event]
+        # after the document: its reading clears the problems of its last reading
+        events += [Event(ev.UNREADABLE, path, p.offset, at, p) for p in self.workspace.problems if p.path == path]
         return events
 
     def _read_directory(self, artifact: Artifact, directory: str) -> list[Event]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from console.formats import jsonio
+from console.formats.problems import Unreadable
 
 from .archive import ArchiveError, open_archive
 from .git_repo import find_repo
@@ -35,6 +36,9 @@ class Workspace(msgspec.Struct, frozen=True):
     worktree: Path | None  # the episode worktree shown (active, else newest), if any
     worktrees: tuple[Path, ...]  # every episode worktree of the campaign
     archive: Path | None = None  # the packed episode this is an unpacked copy of (shown read-only)
+    # What choosing the worktree ignored, reported with the document that said it (an
+    # active_episode.json naming a directory that is not one of the campaign's worktrees).
+    problems: tuple[Unreadable, ...] = ()
 
     @property
     def name(self) -> str:
@@ -54,18 +58,24 @@ class Workspace(msgspec.Struct, frozen=True):
 
 
 def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
+    """The campaign's episode worktrees: the directories (not links, which could lead
+    anywhere) holding a ``.git`` under ``<parent>/.atrex_long_horizon_worktrees/<campaign>/``."""
     base = campaign_root.parent / WORKTREES_DIR / campaign_root.name
     try:
-        entries = [p for p in base.iterdir() if p.is_dir() and (p / ".git").exists()]
+        entries = [p for p in base.iterdir() if p.is_dir() and not p.is_symlink() and (p / ".git").exists()]
     except OSError:
         return ()
     return tuple(sorted(entries))
 
 
+def _active_episode_path(campaign_root: Path) -> Path:
+    return campaign_root / RUNTIME_DIR / "active_episode.json"
+
+
 def _active_worktree(campaign_root: Path) -> Path | None:
     """The worktree ``active_episode.json`` names, as it was written (it may not exist here)."""
     result = jsonio.read_json_document(
-        campaign_root / RUNTIME_DIR / "active_episode.json", lambda obj: obj if isinstance(obj, dict) else None
+        _active_episode_path(campaign_root), lambda obj: obj if isinstance(obj, dict) else None
     )
     worktree = result.value.get("worktree") if result.value else None
     return Path(worktree) if isinstance(worktree, str) and worktree else None
@@ -107,14 +117,26 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
 
 
 def _campaign_workspace(campaign_root: Path) -> Workspace:
-    """A campaign root and the episode worktree to show: the active one, else the newest."""
+    """A campaign root and the episode worktree to show: the active one, else the newest.
+
+    The active one is taken only where it is one of the campaign's own worktrees (or the
+    campaign itself): ``active_episode.json`` is written in the workspace, and every file of
+    the directory it names would be read, git run there and the console's actions aimed at
+    it (``/`` takes the whole filesystem). Any other directory is ignored, and reported as
+    a problem of that file."""
     worktrees = list_worktrees(campaign_root)
-    worktree = _active_worktree(campaign_root)
-    if worktree is not None and not worktree.is_dir():
-        worktree = None
+    recorded = _active_worktree(campaign_root)
+    worktree, problems = None, ()
+    if recorded is not None and recorded.is_dir():
+        known = {w.resolve(): w for w in (campaign_root, *worktrees)}
+        worktree = known.get(recorded.resolve())
+        if worktree is None:
+            path = str(_active_episode_path(campaign_root))
+            problems = (Unreadable(path, None, f"worktree {recorded} is not one of this campaign's worktrees "
+                                               f"(under {WORKTREES_DIR}/{campaign_root.name}/): ignored"),)
     if worktree is None and worktrees:
         worktree = worktrees[-1]  # eNNNN-<hex> names sort by episode number
-    return Workspace(campaign_root, worktree, worktrees)
+    return Workspace(campaign_root, worktree, worktrees, problems=problems)
 
 
 def _unpacked_workspace(campaign_root: Path) -> Workspace:
