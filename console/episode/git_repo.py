@@ -20,8 +20,9 @@ hand or through GitPython, gets the environment built here:
 
 GitPython also reads some repository files itself, in this process, where no timeout
 reaches: before any ``Repo`` is opened, ``repo_files`` checks that each is a bounded regular
-file, and the config files git will include are checked the same way (:func:`checked_repository`).
-GitPython itself never follows an include (:func:`_repo_type`).
+file (:func:`checked_git_dir`), and the config files git will include are checked the same
+way before git runs (:func:`check_config_includes`). GitPython itself never follows an
+include (:func:`_repo_type`).
 
 Only :func:`new_repo` (``episcope init`` making a fresh repository from bundled files) keeps
 the user's own config, for their commit identity; the repository-side settings still apply.
@@ -42,7 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from console.formats.bounded_read import kind_of
+from console.formats.bounded_read import kind_of, read_regular_file
+from console.formats.problems import FormatError
 
 from .repo_files import CONFIG_BYTES, GitDirs, UnsafeRepository, checked_git_dirs
 
@@ -239,16 +241,8 @@ def check_config_includes(dirs: GitDirs) -> None:
     file of at most ``repo_files.CONFIG_BYTES``: git would block on a FIFO until its
     timeout, in every process it starts.
 
-    git itself lists each file's include lines (``--no-includes``: one file at a time, so no
-    include is opened before it is checked); a path is taken as git takes it: ``~`` is the
-    home directory, a relative one is relative to the file that names it. A missing file is
-    fine (git skips it).
-
-    ``git config --file`` still reads the config of any repository around its working
-    directory, includes and all, so it runs outside every repository: in ``/dev``, with git
-    kept from looking above it."""
-    env = {**os.environ, **SAFE_ENVIRONMENT, "GIT_CEILING_DIRECTORIES": "/"}
-    env.pop("GIT_DIR", None)
+    A path is taken as git takes it: ``~`` is the home directory, a relative one is
+    relative to the file that names it. A missing file is fine (git skips it)."""
     pending = [(Path(os.path.abspath(dirs.common_dir / "config")), 0),
                (Path(os.path.abspath(dirs.git_dir / "config.worktree")), 0)]
     seen: set[Path] = set()
@@ -257,29 +251,51 @@ def check_config_includes(dirs: GitDirs) -> None:
         if config in seen or depth > INCLUDE_DEPTH or not config.exists():
             continue
         seen.add(config)
-        try:
-            listed = subprocess.run(["git", "config", "--file", os.fspath(config), "--no-includes", "-z",
-                                     "--get-regexp", r"^include(if\..*)?\.path$"], cwd=os.path.dirname(os.devnull), env=env,
-                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s") from None
-        except OSError as exc:
-            raise GitUnavailable(_one_line(str(exc))) from None
-        for entry in listed.stdout.split(b"\0"):
-            _, newline, value = entry.partition(b"\n")
-            if not newline or not value:
-                continue
-            named = os.fsdecode(value)
+        for named in _include_paths(config):
             target = config.parent / os.path.expanduser(named)
             try:
                 info = target.stat()  # git follows a link here
             except OSError:
                 continue
-            if not stat.S_ISREG(info.st_mode) or info.st_size > CONFIG_BYTES:
-                what = (f"is {kind_of(info.st_mode)}, not a regular file" if not stat.S_ISREG(info.st_mode)
-                        else f"is {info.st_size} bytes, more than the {CONFIG_BYTES} allowed")
-                raise GitUnavailable(f"config include {named!r} (named in {config}) {what}")
+            if not stat.S_ISREG(info.st_mode):
+                raise GitUnavailable(f"config include {named!r} (named in {config}) is {kind_of(info.st_mode)}, "
+                                     "not a regular file")
+            if info.st_size > CONFIG_BYTES:
+                raise GitUnavailable(f"config include {named!r} (named in {config}) is {info.st_size} bytes, "
+                                     f"more than the {CONFIG_BYTES} allowed")
             pending.append((target, depth + 1))
+
+
+def _include_paths(config: Path) -> list[str]:
+    """The include paths the config file ``config`` (already checked to be a bounded
+    regular file) names itself, as git reads them.
+
+    A file without the word ``include`` has none (a section name has no escapes), and most
+    have none: git is asked only about the others, one file at a time (``--no-includes``),
+    so no include is opened before it is checked. ``git config --file`` still reads the
+    config of a repository around its working directory, includes and all, so it runs
+    outside every repository: in ``/dev``, kept from looking above it."""
+    try:
+        if b"include" not in read_regular_file(config, CONFIG_BYTES).lower():
+            return []
+    except (FormatError, OSError) as exc:
+        raise GitUnavailable(f"{config}: {_one_line(str(exc))}") from None
+    env = {**os.environ, **SAFE_ENVIRONMENT, "GIT_CEILING_DIRECTORIES": "/"}
+    env.pop("GIT_DIR", None)
+    try:
+        listed = subprocess.run(["git", "config", "--file", os.fspath(config), "--no-includes", "-z", "--get-regexp",
+                                 r"^include(if\..*)?\.path$"], cwd=os.path.dirname(os.devnull), env=env,
+                                stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s") from None
+    except OSError as exc:
+        raise GitUnavailable(_one_line(str(exc))) from None
+    paths = []
+    for entry in listed.stdout.split(b"\0"):
+        _, newline, value = entry.partition(b"\n")  # "key\nvalue"; a key alone has no value
+        if newline and value:
+            paths.append(os.fsdecode(value))
+    return paths
 
 
 @functools.cache
