@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from console.formats.bounded_read import kind_of, read_regular_file
 from console.formats.problems import FormatError
 
-from .repo_files import CONFIG_BYTES, GitDirs, UnsafeRepository, checked_git_dirs
+from .repo_files import CONFIG_BYTES, GitDirs, UnsafeRepository, check_revision, checked_git_dirs
 
 if TYPE_CHECKING:
     import git
@@ -301,7 +301,8 @@ def _include_paths(config: Path) -> list[str]:
 @functools.cache
 def _repo_type() -> type[git.Repo]:
     """GitPython's ``Repo`` whose config reader reads the repository's config file only,
-    never a file it includes.
+    never a file it includes, and which resolves a name only once the ref files it would
+    read are checked (``repo_files.check_revision``).
 
     GitPython merges includes by rules of its own: every key of ``[include]``, not only
     ``path``, and ``includeIf "gitdir:…"`` matched with ``fnmatch``, whose ``*`` crosses
@@ -314,12 +315,23 @@ def _repo_type() -> type[git.Repo]:
     ``_config_reader`` (used when a git directory is opened directly) is never reached."""
     import git
 
-    class RepoWithoutIncludes(git.Repo):
+    class UntrustedRepo(git.Repo):
         def config_reader(self, config_level: str | None = None) -> git.GitConfigParser:
             return git.GitConfigParser(os.path.join(self.common_dir, "config"), read_only=True,
                                        merge_includes=False, repo=self)
 
-    return RepoWithoutIncludes
+        def rev_parse(self, rev: str) -> object:
+            # ``Repo.commit(name)`` comes here. GitPython looks a name up by opening ref files
+            # in this process (``.git/<name>``, ``refs/tags/<name>``, …), and a short id goes to
+            # a ``cat-file`` that git answers the same way, without a timeout: each of those
+            # files is checked first (a name comes from a file an agent wrote).
+            try:
+                check_revision(GitDirs(Path(self.git_dir), Path(self.common_dir)), self.working_dir, str(rev))
+            except UnsafeRepository as exc:
+                raise GitUnavailable(str(exc)) from None
+            return super().rev_parse(rev)
+
+    return UntrustedRepo
 
 
 @contextmanager

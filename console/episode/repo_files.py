@@ -20,6 +20,7 @@ Standard library only, like ``git_repo``.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import NamedTuple
@@ -36,6 +37,15 @@ CONFIG_BYTES = 1 << 20
 PACKED_REFS_BYTES = 16 << 20
 # git follows at most this many symbolic refs (refs/files-backend.c SYMREF_MAXDEPTH).
 SYMREF_DEPTH = 5
+# Where git and GitPython look up a ref given by a short name, in this order (git's
+# ref_rev_parse_rules, GitPython's name_to_object); GitPython keeps the per-worktree ones in
+# the work tree's own git directory, every other in the common one.
+REF_LOOKUP = ("%s", "refs/%s", "refs/tags/%s", "refs/heads/%s", "refs/remotes/%s", "refs/remotes/%s/HEAD")
+PER_WORKTREE_REFS = frozenset({"HEAD", "ORIG_HEAD", "FETCH_HEAD"})
+FULL_OBJECT_ID = re.compile(r"[0-9a-fA-F]{40}")
+# Revision syntax past a plain name: a parent (^, ~), a reflog entry (@{…}), a path (:), a
+# pattern; none is ever a commit an episode file should name.
+REVISION_SYNTAX = re.compile(r"[\^~:@{}\\?*\[\s\x00-\x1f\x7f]|\.\.|^\.|/\.|^/")
 
 
 class UnsafeRepository(Exception):
@@ -78,6 +88,28 @@ def checked_git_dirs(top: str | os.PathLike[str]) -> GitDirs | None:
     _check(common_dir / "packed-refs", PACKED_REFS_BYTES, top)
     _check_ref_chain(head, common_dir, top)
     return GitDirs(git_dir, common_dir)
+
+
+def check_revision(dirs: GitDirs, top: str | os.PathLike[str], name: str) -> None:
+    """Raises UnsafeRepository unless resolving ``name``, a commit named by a workspace file,
+    reads only bounded regular files.
+
+    A full object id reads none. Any other name must be a plain ref name (a short id is one
+    too: git and GitPython try it as a ref first), and every file it would be looked up in
+    must be a bounded regular file, or absent, or a directory (skipped as git skips it)."""
+    if FULL_OBJECT_ID.fullmatch(name):
+        return
+    if not name or REVISION_SYNTAX.search(name):
+        raise UnsafeRepository(f"{name!r} is neither a commit id nor a ref name")
+    top = Path(top)
+    for rule in REF_LOOKUP:
+        ref = rule % name
+        path = (dirs.git_dir if ref in PER_WORKTREE_REFS else dirs.common_dir) / ref
+        if path.is_dir() and not path.is_symlink():
+            continue
+        content = _read_line_file(path, top)
+        if content is not None:
+            _check_ref_chain(content, dirs.common_dir, top)
 
 
 def _linked_git_dir(top: Path, dotgit: Path) -> Path:

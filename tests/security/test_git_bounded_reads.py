@@ -232,3 +232,46 @@ def test_the_diff_screens_kernel_hash_never_blocks(campaign, tmp_path, plant):
                           timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "None"
+
+
+# -- commits named by workspace files ----------------------------------------------------------
+
+FACTS_AND_DIFF = (
+    "import sys\n"
+    "from console.episode.git_facts import read_git_facts\n"
+    "from console.episode.kernel_diff import DiffSide, kernel_diff\n"
+    "work, name = sys.argv[1], sys.argv[2]\n"
+    "facts = read_git_facts(work, base_commit=name, candidate_commit=name)\n"
+    "print(facts.error)\n"
+    "print(kernel_diff(work, DiffSide('v0', name), DiffSide('working tree', None), {}).error)\n"
+)
+
+
+@pytest.mark.parametrize(("name", "planted"), [("evil", "refs/tags/evil"), ("evil", "evil"), ("abcd", "abcd"),
+                                               ("evil", "refs/remotes/evil/HEAD")])
+def test_a_name_looked_up_in_a_fifo_ref_never_blocks(campaign, tmp_path, name, planted):
+    """A base or candidate commit, or a memory version's, is a name an agent wrote: GitPython
+    looks it up by opening ``.git/<name>``, ``refs/tags/<name>``, … in this process, and a
+    short id through a ``cat-file`` that git answers the same way, with no timeout."""
+    path = campaign / ".git" / planted
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    done = subprocess.run([sys.executable, "-c", FACTS_AND_DIFF, str(campaign), name], cwd=ROOT, capture_output=True,
+                          text=True, timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    facts_error, diff_error = done.stdout.splitlines()
+    assert facts_error == f"candidate commit {name} not found"
+    assert diff_error == f"v0's commit {name} is not in this repository"
+
+
+def test_revision_syntax_in_a_name_is_not_resolved(campaign, tmp_path):
+    """``main@{1}`` would have GitPython read the reflog, ``main:kernel.py`` a tree."""
+    code = ("import sys\nfrom console.episode.git_facts import read_git_facts\n"
+            "print(read_git_facts(sys.argv[1], candidate_commit=sys.argv[2]).error)\n")
+    for name in ("main@{1}", "main~1", "main:kernel.py", "../../HEAD"):
+        done = subprocess.run([sys.executable, "-c", code, str(campaign), name], cwd=ROOT, capture_output=True,
+                              text=True, timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.stdout.strip() == f"candidate commit {name[:12]} not found", done.stderr[-2000:]
+    ok = subprocess.run([sys.executable, "-c", code, str(campaign), "main"], cwd=ROOT, capture_output=True,
+                        text=True, timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ok.stdout.strip() == "None"  # a plain ref name still resolves
