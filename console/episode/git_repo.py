@@ -69,6 +69,9 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("gpg.ssh.program", "false"),
     ("protocol.allow", "never"),  # no transport at all, so no lazy fetch from a promisor remote
     ("submodule.recurse", "false"),
+    # A full object id is still looked up as a ref name too, to warn when one exists: the
+    # ids episcope passes come from files, and a FIFO planted at refs/tags/<id> would block.
+    ("core.warnAmbiguousRefs", "false"),
 )
 
 # Driver settings that name a command; each driver the repository defines gets them emptied.

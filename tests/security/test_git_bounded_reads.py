@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,22 @@ PEAK_RSS = ("import resource, subprocess, sys\n"
             "sys.exit(done.returncode)\n")
 
 
+def run_python(*argv: str, env: dict | None = None, memory_cap: bool = False) -> subprocess.CompletedProcess:
+    """``python argv`` from the repository in a process group of its own: one still running
+    after HANG seconds fails the test, and its whole group (git processes blocked on a FIFO
+    with it) is killed, so a regression leaves nothing behind."""
+    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env or {**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=limit_memory if memory_cap else None)
+    try:
+        out, err = proc.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
@@ -53,9 +70,8 @@ def measured_status(target: Path, tmp_path: Path, *, memory_cap: bool = False) -
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state"),
            "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "console.cli", "status", str(target),
-                           "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG,
-                          preexec_fn=limit_memory if memory_cap else None)
+    done = run_python("-c", PEAK_RSS, sys.executable, "-m", "console.cli", "status", str(target), "--json", env=env,
+                      memory_cap=memory_cap)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout), took, int(done.stderr.splitlines()[-1])
@@ -228,8 +244,7 @@ def test_the_diff_screens_kernel_hash_never_blocks(campaign, tmp_path, plant):
         (worktree / "kernel.py").symlink_to("/dev/zero")
     code = ("import sys\nfrom console.episode.git_repo import open_repo\nfrom console.episode.kernel_diff import _kernel_sha\n"
             "with open_repo(sys.argv[1]) as repo:\n    print(_kernel_sha(repo, sys.argv[1], None))\n")
-    done = subprocess.run([sys.executable, "-c", code, str(worktree)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = run_python("-c", code, str(worktree))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "None"
 
@@ -256,8 +271,7 @@ def test_a_name_looked_up_in_a_fifo_ref_never_blocks(campaign, tmp_path, name, p
     path = campaign / ".git" / planted
     path.parent.mkdir(parents=True, exist_ok=True)
     os.mkfifo(path)
-    done = subprocess.run([sys.executable, "-c", FACTS_AND_DIFF, str(campaign), name], cwd=ROOT, capture_output=True,
-                          text=True, timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = run_python("-c", FACTS_AND_DIFF, str(campaign), name)
     assert done.returncode == 0, done.stderr[-2000:]
     facts_error, diff_error = done.stdout.splitlines()
     assert facts_error == f"candidate commit {name} not found"
@@ -269,9 +283,27 @@ def test_revision_syntax_in_a_name_is_not_resolved(campaign, tmp_path):
     code = ("import sys\nfrom console.episode.git_facts import read_git_facts\n"
             "print(read_git_facts(sys.argv[1], candidate_commit=sys.argv[2]).error)\n")
     for name in ("main@{1}", "main~1", "main:kernel.py", "../../HEAD"):
-        done = subprocess.run([sys.executable, "-c", code, str(campaign), name], cwd=ROOT, capture_output=True,
-                              text=True, timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        done = run_python("-c", code, str(campaign), name)
         assert done.stdout.strip() == f"candidate commit {name[:12]} not found", done.stderr[-2000:]
-    ok = subprocess.run([sys.executable, "-c", code, str(campaign), "main"], cwd=ROOT, capture_output=True,
-                        text=True, timeout=HANG, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    ok = run_python("-c", code, str(campaign), "main")
     assert ok.stdout.strip() == "None"  # a plain ref name still resolves
+
+
+def test_a_fifo_ref_named_like_a_full_commit_id_never_blocks_git(campaign, tmp_path):
+    """git looks a full id up as a ref name too, to warn when both exist; every git process
+    episcope starts has that turned off (``core.warnAmbiguousRefs``)."""
+    base = git(campaign, "rev-parse", "HEAD")
+    (campaign / "kernel.py").write_text("def kernel(x):\n    return x + 1\n")
+    git(campaign, "commit", "-q", "-am", "candidate")
+    head = git(campaign, "rev-parse", "HEAD")
+    for ref in (base, head):
+        os.mkfifo(campaign / ".git" / "refs" / "tags" / ref)
+    code = ("import sys\nfrom console.episode.git_facts import read_git_facts\n"
+            "from console.episode.kernel_diff import DiffSide, kernel_diff\n"
+            "facts = read_git_facts(sys.argv[1], base_commit=sys.argv[2], candidate_commit=sys.argv[3])\n"
+            "print(facts.error, facts.candidate_changes, facts.candidate_descends_from_base)\n"
+            "diff = kernel_diff(sys.argv[1], DiffSide('v0', sys.argv[2]), DiffSide('v1', sys.argv[3]), {})\n"
+            "print(diff.error, '+    return x + 1' in diff.text)\n")
+    done = run_python("-c", code, str(campaign), base, head)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["None ('kernel.py',) True", "None True"]
