@@ -296,6 +296,8 @@ class PhaseTimelinePane(Pane):
             lines.append(f"{phase}: {seconds(total.wall_seconds)} in {total.intervals} interval(s), {total.measurement}")
         lines.append(f"orchestration: {seconds(state.orchestration_seconds)}")
         if state.partial_reasons:
-            lines.append("partial spans: " + ", ".join(f"{reason} {n}" for reason, n in state.partial_reasons.items()))
-        lines.append(f"source reads: {len(state.source_reads)}  sandbox operations: {len(state.sandbox_operations)}")
+            # span reasons (overlapping …) and markers of no known phase, which make no span
+            lines.append("marker problems: " + ", ".join(f"{reason} {n}" for reason, n in state.partial_reasons.items()))
+        # the telemetry's own count; jobs launched without tracing are in the Jobs pane only
+        lines.append(f"source reads: {len(state.source_reads)}  sandbox operations traced: {len(state.sandbox_operations)}")
         return "Phases", "\n".join(lines)
