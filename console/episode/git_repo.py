@@ -194,11 +194,11 @@ def find_repo(path: str | os.PathLike[str]) -> RepoPaths | None:
     return None
 
 
-def checked_git_dir(top: str | os.PathLike[str]) -> GitDirs:
+def checked_git_dir(top: str | os.PathLike[str], *, objects: bool = False) -> GitDirs:
     """``repo_files.checked_git_dirs`` of the work tree ``top``; GitUnavailable (one line:
     ".git/HEAD is a FIFO, not a regular file") where it refuses or finds no ``.git``."""
     try:
-        dirs = checked_git_dirs(top)
+        dirs = checked_git_dirs(top, objects=objects)
     except UnsafeRepository as exc:
         raise GitUnavailable(str(exc)) from None
     if dirs is None:
@@ -346,7 +346,7 @@ def open_repo(top: str | os.PathLike[str]) -> Iterator[git.Repo]:
     (:func:`checked_git_dir`, :func:`check_config_includes`). Raises GitUnavailable when the
     repository cannot be read."""
     top = Path(top)
-    dirs = checked_git_dir(top)
+    dirs = checked_git_dir(top, objects=True)
     check_config_includes(dirs)
     env = safe_environment(top)
     try:

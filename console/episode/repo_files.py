@@ -57,9 +57,10 @@ class GitDirs(NamedTuple):
     common_dir: Path  # the repository's shared one (the same for a main work tree)
 
 
-def checked_git_dirs(top: str | os.PathLike[str]) -> GitDirs | None:
+def checked_git_dirs(top: str | os.PathLike[str], *, objects: bool = False) -> GitDirs | None:
     """The git directories of the work tree ``top``, once every file GitPython would read
     from them is a bounded regular file; None when ``top`` has no ``.git`` entry.
+    ``objects``: the object store is checked too (:func:`_check_objects`), before git runs.
 
     Raises UnsafeRepository otherwise. Whether the result is a repository at all (objects,
     refs, a valid HEAD) is left to GitPython and git."""
@@ -87,7 +88,33 @@ def checked_git_dirs(top: str | os.PathLike[str]) -> GitDirs | None:
     _check(common_dir / "config", CONFIG_BYTES, top)
     _check(common_dir / "packed-refs", PACKED_REFS_BYTES, top)
     _check_ref_chain(head, common_dir, top)
+    if objects:
+        _check_objects(common_dir / "objects", top)
     return GitDirs(git_dir, common_dir)
+
+
+def _check_objects(objects: Path, top: Path) -> None:
+    """Raises UnsafeRepository when anything in the object store (loose objects, packs,
+    ``info/``) is neither a directory nor a regular file. git opens these files to answer
+    almost any question, and a FIFO among them blocks it: GitPython's long-lived
+    ``cat-file`` and ``merge-base`` run without a timeout. The walk reads directory entries
+    only (no stat per file: a repository holds thousands of loose objects), three levels
+    deep, as deep as git writes (``info/commit-graphs/<file>``)."""
+    pending = [(objects, 0)]
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False) and depth < 2:
+                        pending.append((Path(entry.path), depth + 1))
+                    elif not entry.is_file(follow_symlinks=False):
+                        kind = kind_of(entry.stat(follow_symlinks=False).st_mode)
+                        raise UnsafeRepository(f"{_shown(Path(entry.path), top)} is {kind}, not a regular file")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UnsafeRepository(f"{_shown(directory, top)}: {exc.strerror}") from None
 
 
 def check_revision(dirs: GitDirs, top: str | os.PathLike[str], name: str) -> None:

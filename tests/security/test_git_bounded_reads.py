@@ -98,6 +98,19 @@ def test_a_fifo_among_the_files_gitpython_reads_is_refused_at_once(campaign, tmp
     assert doc["git"]["head"] is None
 
 
+@pytest.mark.parametrize("where", ["loose", "pack", "alternates"])
+def test_a_fifo_in_the_object_store_is_refused_before_git_opens_it(campaign, tmp_path, where):
+    """git opens these to answer nearly anything; GitPython's long-lived ``cat-file`` and
+    ``merge-base`` would wait on the FIFO with no timeout at all."""
+    head = git(campaign, "rev-parse", "HEAD")
+    planted = {"loose": f"objects/{head[:2]}/{head[2:]}", "pack": "objects/pack/pack-0.idx",
+               "alternates": "objects/info/alternates"}[where]
+    plant_fifo(campaign / ".git" / planted)
+    doc, took = status(campaign, tmp_path)
+    assert took < QUICK
+    assert doc["git"]["error"] == f".git/{planted} is a FIFO, not a regular file"
+
+
 def test_a_linked_worktrees_own_head_is_checked_too(campaign, tmp_path):
     worktree = campaign.parent / ".atrex_long_horizon_worktrees" / "demo" / "e0001-abcdef12"
     admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
