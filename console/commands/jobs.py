@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
         "words",
         nargs="*",
         metavar="[PATH] | cancel ID | log ID",
-        help="a workspace to list (default .), or an action on one job",
+        help="a workspace or episode archive (.tar.gz) to list (default .), or an action on one job",
     )
     parser.add_argument("--json", action="store_true", help="print the job records as JSON")
     parser.add_argument("--workspace", default=None, help="where the job ran, for cancel and log (default .)")

@@ -9,7 +9,9 @@ HELP = "print the episode's state once (human summary, or one JSON document with
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", default=".", help="campaign root or episode worktree (default: .)")
+    from console.cli import PATH_HELP
+
+    parser.add_argument("path", nargs="?", default=".", metavar="PATH", help=PATH_HELP)
     parser.add_argument("--json", action="store_true", help="print the status document as JSON")
 
 
