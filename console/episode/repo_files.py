@@ -3,7 +3,8 @@
 git itself runs as a child process under a timeout (``git_repo``), but GitPython opens some
 repository files with a plain ``open()`` in episcope's own process: the ``.git`` file of a
 linked worktree, ``HEAD``, ``commondir``, the config, the loose ref ``HEAD`` leads to and
-``packed-refs``. A FIFO there blocks that ``open()`` forever, and ``/dev/zero`` or a 3 GB
+``packed-refs`` (the index and ``info/exclude``, which every ``git status`` reads, are
+checked with them, so a FIFO there does not cost that timeout). A FIFO there blocks that ``open()`` forever, and ``/dev/zero`` or a 3 GB
 ``HEAD`` is read until memory runs out. So before any ``Repo`` is opened each of them must
 be, by ``lstat``, a regular file of a sane size, or absent where git allows that. A
 symbolic link is refused too: git never writes one there, and GitPython would follow it
@@ -35,6 +36,9 @@ LINE_FILE_BYTES = 64 << 10
 # dozen refs on one line.
 CONFIG_BYTES = 1 << 20
 PACKED_REFS_BYTES = 16 << 20
+# The index lists every tracked file (about 100 bytes each); git status reads it, and
+# info/exclude, every time.
+INDEX_BYTES = 256 << 20
 # git follows at most this many symbolic refs (refs/files-backend.c SYMREF_MAXDEPTH).
 SYMREF_DEPTH = 5
 # Where git and GitPython look up a ref given by a short name, in this order (git's
@@ -87,6 +91,8 @@ def checked_git_dirs(top: str | os.PathLike[str], *, objects: bool = False) -> G
     _check(git_dir / "config.worktree", CONFIG_BYTES, top)
     _check(common_dir / "config", CONFIG_BYTES, top)
     _check(common_dir / "packed-refs", PACKED_REFS_BYTES, top)
+    _check(git_dir / "index", INDEX_BYTES, top)
+    _check(common_dir / "info" / "exclude", CONFIG_BYTES, top)
     _check_ref_chain(head, common_dir, top)
     if objects:
         _check_objects(common_dir / "objects", top)

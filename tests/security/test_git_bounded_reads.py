@@ -89,7 +89,8 @@ def campaign(tmp_path) -> Path:
     return campaign
 
 
-@pytest.mark.parametrize("name", ["HEAD", "commondir", "config", "packed-refs", "refs/heads/main"])
+@pytest.mark.parametrize("name", ["HEAD", "commondir", "config", "packed-refs", "refs/heads/main", "index",
+                                  "info/exclude"])
 def test_a_fifo_among_the_files_gitpython_reads_is_refused_at_once(campaign, tmp_path, name):
     plant_fifo(campaign / ".git" / name)
     doc, took = status(campaign, tmp_path)
