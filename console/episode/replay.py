@@ -234,12 +234,12 @@ def is_recording(path: str | os.PathLike[str]) -> bool:
 
 def version_commit_times(campaign_root: str | os.PathLike[str]) -> dict[str, float]:
     """memory/v<N>.json -> when the commit that added it was made (git history)."""
-    from .git_repo import open_repo, read_errors
+    from .git_repo import GIT_TIMEOUT_SECONDS, open_repo, read_errors
 
     try:
         with open_repo(campaign_root) as repo:
             out = repo.git.log("--no-show-signature", "--no-ext-diff", "--no-textconv", "--format=%x00%ct",
-                               "--name-only", "--diff-filter=A", "--", "memory/")
+                               "--name-only", "--diff-filter=A", "--", "memory/", kill_after_timeout=GIT_TIMEOUT_SECONDS)
     except read_errors():
         return {}
     times: dict[str, float] = {}
