@@ -5,10 +5,10 @@ repository files with a plain ``open()`` in episcope's own process: the ``.git``
 linked worktree, ``HEAD``, ``commondir``, the config, the loose ref ``HEAD`` leads to and
 ``packed-refs`` (the index and ``info/exclude``, which every ``git status`` reads, are
 checked with them, so a FIFO there does not cost that timeout). A FIFO there blocks that
-``open()`` forever, and ``/dev/zero`` or a 3 GB ``HEAD`` is read until memory runs out. So before any ``Repo`` is opened each of them must
-be, by ``lstat``, a regular file of a sane size, or absent where git allows that. A
-symbolic link is refused too: git never writes one there, and GitPython would follow it
-out of the repository.
+``open()`` forever, and ``/dev/zero`` or a 3 GB ``HEAD`` is read until memory runs out. So
+before any ``Repo`` is opened each of them must be, by ``lstat``, a regular file of a sane
+size, or absent where git allows that. A symbolic link is refused too: git never writes
+one there, and GitPython would follow it out of the repository.
 
 A check and the read that follows are two steps, so a file swapped in between is still
 read; an agent racing its own repository gains nothing more than a wrong answer, since
