@@ -323,7 +323,7 @@ def _repo_type() -> type[git.Repo]:
             return git.GitConfigParser(os.path.join(self.common_dir, "config"), read_only=True,
                                        merge_includes=False, repo=self)
 
-        def rev_parse(self, rev: str) -> object:
+        def rev_parse(self, rev: str) -> git.Commit | git.Tree | git.TagObject | git.Blob:
             # ``Repo.commit(name)`` comes here. GitPython looks a name up by opening ref files
             # in this process (``.git/<name>``, ``refs/tags/<name>``, …), and a short id goes to
             # a ``cat-file`` that git answers the same way, without a timeout: each of those

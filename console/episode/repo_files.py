@@ -84,7 +84,7 @@ def checked_git_dirs(top: str | os.PathLike[str], *, objects: bool = False) -> G
         raise UnsafeRepository(f".git is {kind_of(info.st_mode)}, not a directory or a regular file")
     if not git_dir.is_dir():
         raise UnsafeRepository(f".git names {_shown(git_dir, top)}, which is not a directory")
-    head = _read_line_file(git_dir / "HEAD", top, required=True)
+    head = _read_required(git_dir / "HEAD", top)
     common = _read_line_file(git_dir / "commondir", top)
     common_dir = git_dir if common is None else git_dir / os.fsdecode(common.rstrip(b"\r\n"))
     _check(git_dir / "gitdir", LINE_FILE_BYTES, top)
@@ -147,7 +147,7 @@ def check_revision(dirs: GitDirs, top: str | os.PathLike[str], name: str) -> Non
 
 def _linked_git_dir(top: Path, dotgit: Path) -> Path:
     """Where a ``.git`` file (``gitdir: <path>``, a linked worktree's) points."""
-    content = os.fsdecode(_read_line_file(dotgit, top, required=True)).rstrip("\r\n")
+    content = os.fsdecode(_read_required(dotgit, top)).rstrip("\r\n")
     if not content.startswith("gitdir: "):
         raise UnsafeRepository(".git is a file that does not name a git directory")
     return top / content.removeprefix("gitdir: ")
@@ -179,6 +179,13 @@ def _read_line_file(path: Path, top: Path, *, required: bool = False) -> bytes |
         return None
     except (FormatError, OSError) as exc:  # replaced since the check
         raise UnsafeRepository(f"{_shown(path, top)}: {exc}") from None
+
+
+def _read_required(path: Path, top: Path) -> bytes:
+    content = _read_line_file(path, top, required=True)
+    if content is None:  # removed between the check and the read
+        raise UnsafeRepository(f"{_shown(path, top)} is missing")
+    return content
 
 
 def _check(path: Path, limit: int, top: Path, *, required: bool = False) -> bool:

@@ -126,7 +126,8 @@ def _campaign_workspace(campaign_root: Path) -> Workspace:
     a problem of that file."""
     worktrees = list_worktrees(campaign_root)
     recorded = _active_worktree(campaign_root)
-    worktree, problems = None, ()
+    worktree: Path | None = None
+    problems: tuple[Unreadable, ...] = ()
     if recorded is not None and recorded.is_dir():
         known = {w.resolve(): w for w in (campaign_root, *worktrees)}
         worktree = known.get(recorded.resolve())
