@@ -542,7 +542,6 @@ class Reducer:
             sandbox_operations=combine([Prefix(f.ops_done) for f in folds] + [running_ops]),
             running_operations=running_ops,
             telemetry_events=facts.telemetry_events,
-            phase_timing=facts.phase_timing,
             evaluations=evaluations,
             evaluations_by_sha=MappingProxyType({k: tuple(v) for k, v in by_sha.items()}),
             versions=versions,

@@ -23,7 +23,6 @@ import msgspec
 if TYPE_CHECKING:
     from console.episode.episodes import EpisodeRecord
     from console.episode.git_facts import GitFacts
-    from console.episode.phase_timing import PhaseTiming
     from console.episode.preflight import Preflight
     from console.formats.abba import AbbaRun, AbbaVerdict
     from console.formats.evaluations import EvaluationRecord
@@ -171,7 +170,6 @@ class EpisodeState(msgspec.Struct, frozen=True):
     sandbox_operations: Sequence[SandboxOperation] = ()  # completed, then running
     running_operations: tuple[SandboxOperation, ...] = ()  # started, not yet completed
     telemetry_events: int | None = None  # None: no telemetry file (current_episode says why)
-    phase_timing: PhaseTiming | None = None  # AKA's own phase measurement of the same files (phase_timing.py)
     # Whose runtime files the episode fields above read: "live" (the running episode's),
     # "archived" (between episodes: the last one's, under episodes/eNNNN/), None (no episode).
     runtime: str | None = None
