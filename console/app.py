@@ -202,7 +202,7 @@ class EpiscopeApp(App):
     # -- layout ----------------------------------------------------------------------------
 
     def get_default_screen(self) -> DashboardScreen:
-        return DashboardScreen(id="_default")
+        return DashboardScreen(id="_default", on_show=self._on_dashboard_shown)
 
     def compose(self) -> ComposeResult:
         label = "REPLAY" if self.mode == "replay" else "READ-ONLY" if self.readonly else "LIVE"
@@ -233,18 +233,24 @@ class EpiscopeApp(App):
             self.set_interval(REPLAY_SECONDS, self._replay_tick)
         self.draw_pending()
         self._focus_pending = not self._give_first_focus()
-        # The rest waits for the first frame: checking the keymap's ids imports every screen
-        # (the timeline's brings numpy), and the scan's thread and the GPU sampler would
-        # compete with the first paint for the interpreter (benchmarks/console_first_paint.py).
-        self.call_after_refresh(self._after_first_paint)
+        # The rest waits for the first frame (_on_dashboard_shown): checking the keymap's ids
+        # imports every screen (the timeline's brings numpy), and the scan's thread and the
+        # GPU sampler would compete with the first paint for the interpreter
+        # (benchmarks/console_first_paint.py).
 
-    def _after_first_paint(self) -> None:
+    def _on_dashboard_shown(self) -> None:
+        """Start following the workspace as the first frame goes out: the follower is a
+        worker, whose scan thread starts once the app's loop is free, i.e. after that frame
+        and the start-up resizes, not after the frames those bring (``call_after_refresh``
+        waited for them too, about 40 ms of an 80x24 start)."""
+        if self.watches_workspace():
+            self.follow_session()
+        self.call_after_refresh(self._load_keymap)
+
+    def _load_keymap(self) -> None:
         from console.paths import config_file
         from console.settings import load_keymap
 
-        # The scan first: its thread reads the files while the keymap is read here.
-        if self.watches_workspace():
-            self.follow_session()
         keymap, warning = load_keymap(config_file(), self.binding_ids())
         self.set_keymap(keymap)
         if warning:

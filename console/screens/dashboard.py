@@ -3,6 +3,8 @@ focus change, fitting the panes to short terminals."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import events
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -26,6 +28,17 @@ class DashboardScreen(Screen):
     # The app gives the first focus (EpiscopeApp._give_first_focus) once a pane has a body;
     # Textual's rule, the first focusable widget, would pick an empty pane.
     AUTO_FOCUS = None
+
+    def __init__(self, *, on_show: Callable[[], None] | None = None, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._on_show = on_show
+
+    def on_screen_resume(self) -> None:
+        """Call ``on_show`` once, when the screen is first shown (its first frame is laid
+        out and written as soon as the handlers of this event return)."""
+        callback, self._on_show = self._on_show, None
+        if callback is not None:
+            callback()
 
     def on_resize(self, event: events.Resize) -> None:
         """A short terminal (under SHORT_ROWS lines) gives the tables the height: the bottom
