@@ -12,7 +12,9 @@ Each program is started as an operator starts it: a fresh process on a pseudo-te
 Each moment is taken on two clocks: wall time (what the operator waits) and the CPU time the
 process had used by then (the work done, which other load on the machine does not inflate).
 Runs alternate between the programs so that both see the same machine; the medians and
-their ratios within this one run are printed as one JSON object. Every process is asked to
+their ratios within this one run are printed as one JSON object, beside the median of the
+paired ratios (each console start against the minimal start just before it), which a machine
+whose speed drifts during the run moves less. Every process is asked to
 quit (and killed if it does not) before the next starts.
 
 Both programs start from compiled bytecode, as an installed program does (pip compiles
@@ -22,7 +24,7 @@ Textual and episcope on install): the bytecode cache is a temporary directory of
 own modules compiled from source on every start while Textual's come precompiled), and each
 program is started once, unmeasured, to fill it.
 
-    python benchmarks/console_first_paint.py [--runs 7]
+    python benchmarks/console_first_paint.py [--runs 11]
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ FIRST_DATA = b"17.617"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=11)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as bytecode:
         env = {**os.environ, "XDG_CACHE_HOME": cache, "PYTHONPYCACHEPREFIX": bytecode, "TERM": "xterm-256color",
@@ -154,6 +156,10 @@ def main() -> int:
             "console_first_data_ms_median": round(data * 1000, 1),
             "first_paint_ratio": round(paint / base, 3),
             "first_data_ratio": round(data / base, 3),
+            "paired_first_paint_ratio_median": round(statistics.median(
+                p[index] / m[index] for p, m in zip(paint_runs, minimal_runs, strict=True)), 3),
+            "paired_first_data_ratio_median": round(statistics.median(
+                d[index] / m[index] for d, m in zip(data_runs, minimal_runs, strict=True)), 3),
             "samples_ms": {name: [round(run[index] * 1000, 1) for run in runs] for name, runs in
                            (("minimal", minimal_runs), ("first_paint", paint_runs), ("first_data", data_runs))},
         }
