@@ -234,3 +234,55 @@ def test_the_bundled_episode_replays_on_its_own_clock(tmp_path, monkeypatch):
     replay.toggle()
     replay.advance(replay.end - replay.start)
     assert replay.finished
+
+
+def without_raw(value):
+    """A record's fields with every ``raw`` (the object it was read from) left out, nested
+    records too: a recorded ABBA verdict is read back from its fields, not from the run
+    payload the live read scored."""
+    import msgspec
+
+    if isinstance(value, msgspec.Struct):
+        return {name: without_raw(getattr(value, name)) for name in value.__struct_fields__ if name != "raw"}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_asdict"):
+        return [without_raw(item) for item in value]
+    if isinstance(value, dict):
+        return {key: without_raw(item) for key, item in value.items()}
+    return value
+
+
+def test_a_recording_of_the_bundled_episode_replays_its_abba_verdicts(tmp_path, monkeypatch):
+    """The example's result.json files are AKA's run payloads, scored when read (with the
+    repeat count of the request beside them). A console recording of the example replays
+    both verdicts as the live read scored them, every event decodes to the value the live
+    read gave, and nothing of the recording is unreadable."""
+    from bundled_example import ARCHIVE
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    from console.episode.workspace import resolve_workspace
+
+    workspace = resolve_workspace(ARCHIVE)
+    recorder = Recorder(new_recording_path(workspace.name), campaign_root=str(workspace.campaign_root),
+                        campaign=workspace.name, worktree=str(workspace.worktree))
+    seen = []
+
+    def record(event) -> None:
+        seen.append(event)
+        recorder.record(event)
+
+    live = Session(ARCHIVE, workspace=workspace, on_event=record).scan(final=True)
+    recorder.close()
+    header, events, problems = load_recording(recorder.path)
+    assert problems == []
+    assert [(e.kind, e.path, e.offset, e.at) for e in events] == [(e.kind, e.path, e.offset, e.at) for e in seen]
+    assert [without_raw(e.data) for e in events] == [without_raw(e.data) for e in seen]
+
+    replay = Replay(events, campaign_root=header.campaign_root, campaign=header.campaign, worktree=header.worktree)
+    replay.seek_index(replay.total)
+    again = replay.state()
+    verdicts = [(c.verdict.gate, round(c.verdict.improvement_pct, 2)) for c in live.abba_comparisons if c.verdict]
+    assert sorted(verdicts) == [("FAIL", -48.2), ("PASS", 97.34)]
+    assert [without_raw(c) for c in again.abba_comparisons] == [without_raw(c) for c in live.abba_comparisons]
+    assert [without_raw(v) for v in again.abba] == [without_raw(v) for v in live.abba]
+    assert again.unreadable == live.unreadable == ()

@@ -89,11 +89,20 @@ def prune_recordings(campaign: str | None, keep: int = KEEP_RECORDINGS) -> list[
     return deleted
 
 
-def _to_raw(data: object) -> object:
+# Kinds recorded as the record's own fields (what ``episcope events`` writes) rather than as
+# the object read: an ABBA ``result.json`` may be a run payload, which the live read scores
+# with the repeat count of the request beside it, a file a recording does not hold. The
+# scored verdict, ``gate`` included, is what ``parse_verdict`` reads back.
+_RECORDED_AS_FIELDS = frozenset({ev.ABBA})
+
+
+def _to_raw(kind: str, data: object) -> object:
+    """What a recording keeps of an event's data: what its kind's parse reads back into the
+    value the live read gave (the object read, where that is all the read used)."""
     raw = getattr(data, "raw", None)
-    if isinstance(raw, dict) and not isinstance(data, dict):
+    if isinstance(raw, dict) and not isinstance(data, dict) and kind not in _RECORDED_AS_FIELDS:
         return raw
-    return event_to_json(Event("", "", None, None, data))["data"]
+    return event_to_json(Event(kind, "", None, None, data))["data"]
 
 
 class Recorder:
@@ -111,7 +120,7 @@ class Recorder:
 
     def record(self, event: Event) -> None:
         line = {"kind": event.kind, "path": event.path, "offset": event.offset, "at": event.at,
-                "data": _to_raw(event.data)}
+                "data": _to_raw(event.kind, event.data)}
         self._pending.append(orjson.dumps(line, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
     def flush(self) -> None:
