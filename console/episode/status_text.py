@@ -1,6 +1,9 @@
 """The human form of the status document (``episcope status`` without --json).
 
-It prints what the JSON says: a null is "unknown", never 0. Phase names, paths, alert
+It prints what the JSON says: a null is "unknown", never 0 (with the JSON's reason where
+the reader needs it to act), an open phase ``unavailable`` and a broken one ``partial`` as
+AKA's reader has them, with its reason codes, each version's quality gate, and the
+campaign's episodes, oldest first. Phase names, paths, alert
 messages and the rest come from agent-written files: every line goes through ``visible`` so
 no control sequence reaches the terminal, and is cut at ``MAX_LINE`` characters so a
 megabyte-long name cannot flood it (``--json`` keeps every string whole).
@@ -51,9 +54,12 @@ def render_status(doc: dict[str, Any]) -> str:
     active = doc["active_phase"]
     if active:
         lines.append(f"active    {active['phase']} ({active['iteration_id']}/{active['attempt_id']})")
-    lines.append("phases")
-    for phase, entry in doc["phases"].items():
-        mark = "" if entry["measurement"] == "explicit" else "  (partial)"
+    lines.append(_phase_timing(doc["phase_timing"], doc["unknown"]))
+    if doc["phases"] is None:
+        lines.append(f"  {_unknown('phases', doc['unknown'])}")
+    for phase, entry in (doc["phases"] or {}).items():
+        # AKA's measurement word: explicit goes without saying; partial, or unavailable (open)
+        mark = "" if entry["measurement"] == "explicit" else f"  {entry['measurement']}"
         lines.append(f"  {phase:<15} {_fmt(entry['wall_seconds'], ' s'):>12}  x{entry['intervals']}{mark}")
     lines.append(f"  {'orchestration':<15} {_fmt(doc['orchestration_seconds'], ' s'):>12}")
     sandbox = doc["sandbox"]
@@ -81,10 +87,15 @@ def render_status(doc: dict[str, Any]) -> str:
             f"  score {_fmt(incumbent['performance_score'], '', 3)}"
         )
     for version in doc["versions"]:
+        gate = version["quality_gate"]
         lines.append(
             f"  v{version['version']:<4} {_fmt(version['latency_us_geomean'], ' us', 2):>12}  "
             f"{_fmt(version['status'])}  correctness {_fmt(version['correctness'])}"
+            f"  gate {_fmt(gate and gate['result'])}"
         )
+        if gate and gate["failure_reason"]:
+            lines.append(f"          {gate['failure_reason']}")
+    lines.extend(_episodes(doc["episodes"]))
     for profile in doc["profiles"]:
         lines.append(
             f"profile   {_short(profile['dir'], *roots)}  level {_fmt(profile['level'])}  bottleneck {_fmt(profile['bottleneck'])}"
@@ -125,6 +136,46 @@ def render_status(doc: dict[str, Any]) -> str:
         where = problem["path"] if problem["offset"] is None else f"{problem['path']}@{problem['offset']}"
         lines.append(f"UNREADABLE {where}: {problem['error']}")
     return "".join(_bounded(visible(line)) + "\n" for line in lines)
+
+
+def _unknown(key: str, unknown: dict[str, str]) -> str:
+    """The word unknown, with the reason the JSON gives for the null."""
+    reason = unknown.get(key)
+    return f"unknown ({reason})" if reason else "unknown"
+
+
+def _phase_timing(timing: dict[str, Any] | None, unknown: dict[str, str]) -> str:
+    """The heading of the phases: AKA's measurement of the episode and its reason codes."""
+    if timing is None:
+        return f"phases    measurement {_unknown('phase_timing', unknown)}"
+    codes = timing["reason_codes"]
+    return f"phases    measurement {timing['measurement']}" + (f"  reasons {', '.join(codes)}" if codes else "")
+
+
+def _episodes(episodes: list[dict[str, Any]]) -> list[str]:
+    """The campaign's history, oldest first: one line per episode (its outcome, the
+    supervisor's verdict, its memory version), and a second line for its phase measurement
+    when that is not explicit."""
+    if not episodes:
+        return []
+    lines = ["episodes"]
+    for record in episodes:
+        number = f"e{record['episode']:04d}" if isinstance(record["episode"], int) else "e?"
+        version = f"v{record['version']}" if record["version"] is not None else "v?"
+        # A running episode has no terminal status yet: its supervisor phase says where it is.
+        outcome = record["status"] or (f"phase {record['phase']}" if record["phase"] else "unknown")
+        accepted = {True: "accepted", False: "rejected", None: "accepted unknown"}[record["accepted"]]
+        improvement = record["improvement_pct"]
+        change = f"  improvement {_fmt(improvement, ' %', 2)}" if improvement is not None else ""
+        lines.append(f"  {number} {record['source']:<8} {version:<4} {outcome}  {accepted}"
+                     f"  gate {_fmt(record['gate'])}{change}")
+        timing = record["phase_timing"]
+        if timing is None:
+            lines.append(f"        measurement {_unknown('phase_timing', record['unknown'])}")
+        elif timing["measurement"] != "explicit":
+            codes = ", ".join(timing["reason_codes"])
+            lines.append(f"        measurement {timing['measurement']}" + (f"  reasons {codes}" if codes else ""))
+    return lines
 
 
 def _bounded(line: str) -> str:
