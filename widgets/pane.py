@@ -45,23 +45,36 @@ FOLDED_ROW_HEIGHT = 3  # border, the notes line, border
 
 
 class PaneRow(Horizontal):
-    """A row of panes; it folds to one line of notes when every pane in it is empty."""
+    """A row of panes. It folds to one line of notes when every pane in it is empty; a row
+    of fixed height (the bottom one: the screen sets ``open_height``) shrinks further, to
+    what its panes with data show, so empty lines in it never take height from the tables
+    above."""
 
     folded = False
-    open_height: int | None = None  # the row's height while it has data (None: the stylesheet's)
+    open_height: int | None = None  # the row's most height while it has data (None: the stylesheet's, unfitted)
+    _height: int | None = None  # the inline height set last (None: the stylesheet's)
 
     def fold(self) -> None:
+        """Fit the row to its panes (after they drew a new state, or one became empty)."""
         panes = [child for child in self.children if isinstance(child, Pane)]
-        folded = bool(panes) and all(pane.empty for pane in panes)
-        if folded != self.folded:
-            self.folded = folded
-            self.styles.height = FOLDED_ROW_HEIGHT if folded else self.open_height
+        with_data = [pane for pane in panes if not pane.empty]
+        self.folded = bool(panes) and not with_data
+        if self.folded:
+            height: int | None = FOLDED_ROW_HEIGHT
+        elif self.open_height is None:
+            height = None
+        else:
+            wanted = [pane.wanted_height() for pane in with_data]
+            known = [h for h in wanted if h is not None]
+            height = min(self.open_height, max(known)) if len(known) == len(wanted) else self.open_height
+        if height != self._height:
+            self._height = height
+            self.styles.height = height
 
     def set_open_height(self, height: int | None) -> None:
-        """The height while the row has data (the screen sets it for short terminals)."""
+        """The most height while the row has data (the screen sets it by terminal size)."""
         self.open_height = height
-        if not self.folded:
-            self.styles.height = height
+        self.fold()
 
 
 class Pane(Vertical):
@@ -190,6 +203,8 @@ class Pane(Vertical):
             # Forget the drawn state so the pane redraws in full under the new filter.
             state, self.state = self.state, None
             self.show_state(state, self.now)
+            if isinstance(self.parent, PaneRow):  # the filtered table may want less height
+                self.parent.fold()
 
     def fit_short(self, short: bool) -> None:
         """On a short terminal tables drop their horizontal scrollbar (it would take a data
@@ -197,6 +212,15 @@ class Pane(Vertical):
         self.short = short
         for table in self.query(DataTable):
             table.styles.scrollbar_size_horizontal = 0 if short else None
+
+    def wanted_height(self) -> int | None:
+        """The lines the pane needs to show all it has, borders included, or None when it
+        can use any height. A pane whose body is one table needs its header and rows (and a
+        line for the horizontal scrollbar, which a short terminal drops)."""
+        tables = list(self.query(DataTable))
+        if len(tables) != 1 or len(self.query_children(".pane-body")) != 1:
+            return None
+        return 2 + 1 + tables[0].row_count + (0 if self.short else 1)
 
     @property
     def note(self) -> str | None:

@@ -13,7 +13,8 @@ from textual.widget import Widget
 from widgets.pane import Pane, PaneRow
 
 SHORT_ROWS = 30
-SHORT_LOW_ROW = 5  # the bottom row's height on a short terminal (app.tcss has the usual one)
+LOW_ROW = 9  # the bottom row's most height (app.tcss starts it there)
+SHORT_LOW_ROW = 5  # and on a short terminal
 
 
 class DashboardScreen(Screen):
@@ -48,6 +49,6 @@ class DashboardScreen(Screen):
         frame after Textual's own start."""
         short = event.size.height < SHORT_ROWS
         for row in self.query("#row-low").results(PaneRow):
-            row.set_open_height(SHORT_LOW_ROW if short else None)
+            row.set_open_height(SHORT_LOW_ROW if short else LOW_ROW)
         for pane in self.query(Pane):
             pane.fit_short(short)
