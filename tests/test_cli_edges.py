@@ -6,6 +6,7 @@ pipe), with the user directories under the test's own temporary directory.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -147,6 +148,14 @@ def test_since_takes_reduced_precision_ordinal_dates_and_a_lowercase_z(tmp_path)
     for empty in ("", "  "):
         line = _usage_error(episcope(tmp_path, "events", str(ARCHIVE), "--since", empty), "events")
         assert "argument --since: empty" in line
+
+
+def test_an_unknown_event_kind_is_a_usage_error_that_lists_the_kinds(tmp_path):
+    line = _usage_error(episcope(tmp_path, "events", str(ARCHIVE), "--kind", "telemetry", "--kind", "nonsense"), "events")
+    assert "argument --kind: unknown kind 'nonsense'; valid kinds: telemetry, " in line and "[--kind KIND]" in line
+    kinds = episcope(tmp_path, "events", str(ARCHIVE), "--kind", "abba", "--kind", "telemetry")
+    assert kinds.returncode == 0 and kinds.stderr == ""
+    assert {json.loads(line)["kind"] for line in kinds.stdout.splitlines()} == {"abba", "telemetry"}
 
 
 @pytest.mark.parametrize("verb", ["events", "watch", "replay", "serve"])

@@ -1,4 +1,4 @@
-"""`episcope events [PATH] [--follow] [--since ISO]`: the event stream as JSON Lines."""
+"""`episcope events [PATH] [--follow] [--since ISO] [--kind KIND]`: the event stream as JSON Lines."""
 
 from __future__ import annotations
 
@@ -16,7 +16,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", metavar="ISO", type=since_epoch,
                         help="only events at or after this time: any ISO-8601 date or time, such as 2026-12, "
                         "2026-12-01 or 2026-12-01T17:48:00Z (a time without an offset is UTC)")
-    parser.add_argument("--kind", action="append", metavar="KIND", help="only events of this kind (repeatable)")
+    parser.add_argument("--kind", action="append", metavar="KIND", type=event_kind,
+                        help="only events of this kind (repeatable); a wrong one lists the kinds")
+
+
+def event_kind(text: str) -> str:
+    """``--kind``: one of the event kinds; a wrong one is a usage error that lists them."""
+    from console.episode.events import KINDS
+
+    if text not in KINDS:
+        raise argparse.ArgumentTypeError(f"unknown kind {text!r}; valid kinds: {', '.join(KINDS)}")
+    return text
 
 
 def since_epoch(text: str) -> float:
@@ -50,12 +60,6 @@ def run(args: argparse.Namespace) -> int:
 
     since = args.since
     kinds = set(args.kind) if args.kind else None
-    if kinds is not None:
-        from console.episode.events import KINDS
-
-        unknown = sorted(kinds.difference(KINDS))
-        if unknown:
-            raise CommandError(f"--kind {', '.join(unknown)}: unknown; valid kinds: {', '.join(KINDS)}")
     try:
         session = Session(args.path)
     except WorkspaceError as exc:
