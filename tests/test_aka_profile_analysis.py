@@ -83,6 +83,11 @@ def test_profile_shows_the_patterns_akas_classifier_printed(capture, tmp_path):
     assert problems == () and result.aka_patterns_unknown is None
     printed = json.loads((CLASSIFY / "captures" / f"{capture}.json").read_text())
     assert [p.to_json() for p in result.aka_patterns] == _akas(printed)
+    # the committed capture holds the metrics file the funnel writes, so it reads the same as kept
+    kept = CAPTURES / capture / "analysis" / "metrics_key_run.json"
+    assert json.loads(kept.read_text()) == json.loads((out / "analysis" / "metrics_key_run.json").read_text())
+    result, problems = load_profile_dir(CAPTURES / capture)
+    assert problems == () and [p.to_json() for p in result.aka_patterns] == _akas(printed)
 
 
 EDGES = json.loads((CLASSIFY / "edge_cases.json").read_text())
@@ -112,13 +117,22 @@ def _profile_dir(tmp_path: Path, metrics: bytes | None) -> Path:
     return out
 
 
+def _older_layout(out: Path) -> Path:
+    """The copy/sol capture as an older episcope wrote it: its per-kernel view at the top of
+    metrics_key_run.json (schema v1), no AKA metric names, no ``__kernel_name__``."""
+    shutil.copytree(CAPTURES / "copy" / "sol", out)
+    flat = json.loads((out / "analysis" / "metrics_key_run.json").read_text())
+    (out / "analysis" / "metrics_key_run.json").write_text(json.dumps({**flat["episcope"], "schema": "v1"}))
+    return out
+
+
 def test_why_akas_patterns_are_unknown(tmp_path):
     # AKA's gateway profile record (its sandbox syncs no metrics file): unknown, and why
     result, problems = load_profile_dir(_profile_dir(tmp_path / "none", None))
     assert problems == () and result.aka_patterns is None
     assert result.aka_patterns_unknown == "no analysis/metrics_key_run.json"
     # a profile an older episcope took: its metrics file is not AKA's flat layout
-    result, problems = load_profile_dir(CAPTURES / "copy" / "sol")
+    result, problems = load_profile_dir(_older_layout(tmp_path / "older"))
     assert problems == () and result.aka_patterns is None and "not in AKA's flat layout" in result.aka_patterns_unknown
     assert [p[0] for p in result.patterns] == ["_mem"]  # episcope's own diagnosis still reads
     # a broken file: a problem naming it, the profile itself still read
@@ -163,5 +177,5 @@ def test_the_funnel_detail_draws_akas_patterns_under_episcopes(tmp_path):
     mine = next(i for i, line in enumerate(lines) if line.startswith("_mem "))
     assert lines[mine + 1] == ("AKA E Latency-bound (long-scoreboard), "
                                "M Pipeline bubbles (no compute/memory overlap)")
-    unknown, _ = load_profile_dir(CAPTURES / "copy" / "sol")
+    unknown, _ = load_profile_dir(_older_layout(tmp_path / "older"))
     assert not any(line.startswith("AKA ") for line in ProfileFunnel.detail(unknown, None).plain.splitlines())
