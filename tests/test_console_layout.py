@@ -279,3 +279,16 @@ async def test_phase_totals_lead_with_the_largest_and_a_cut_line_says_so(example
         totals = [line.rstrip() for line in lines[start:] if line.strip()]
         assert totals[0].startswith("totals profile 24.7s ×2  correctness 3.0s ×1")
         assert totals[-1].endswith("…")  # orchestration did not fit (the totals may wrap first)
+
+
+async def test_help_shows_the_header_whole_where_80_columns_cut_it(example):
+    app = example_app(example)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        header = shown(app.query_one(EpisodeHeader))
+        assert "supervisor candi" in header and "candidate_ready" not in header  # cut at 80 columns
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = "\n".join(shown(static) for static in app.screen.query(Static))
+        assert "read-only, actions disabled" in text and "live mode" not in text
+        assert "candidate_ready" in " ".join(text.split())  # the header's lines, wrapped, not cut

@@ -112,7 +112,7 @@ def test_a_newcomer_opens_the_bundled_archive_at_80x24(tmp_path):
         screen = tmux.wait_for("ABBA a3762e03")
         assert "READ-ONLY" in screen and "FAIL -48.2" in screen and "row_softmax_online" in screen
         tmux.keys("?")
-        tmux.wait_for("mode, archive: read-only")  # the help says what is open and why keys are dim
+        tmux.wait_for("archive: read-only, actions disabled")  # the help says what is open and why keys are dim
         tmux.keys("Escape")
         tmux.keys("5")
         tmux.keys("Enter")

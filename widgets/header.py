@@ -47,6 +47,11 @@ class EpisodeHeader(Widget):
     def render(self) -> Text:
         return self._lines
 
+    @property
+    def lines(self) -> Text:
+        """The two lines as drawn last, uncut (help shows them whole)."""
+        return self._lines.copy()
+
     def show_state(self, state: EpisodeState, *, extra: str = "", launched: int = 0) -> None:
         active = state.active_episode
         facts = episode_facts(state)

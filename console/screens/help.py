@@ -77,18 +77,22 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", id="help.close")]
 
-    def __init__(self, *, mode: str, readonly: str | None, rows: list[HelpRow]) -> None:
-        """``readonly``: why actions are refused (e.g. "archive: read-only"), None if they are not."""
+    def __init__(self, *, mode: str, readonly: str | None, rows: list[HelpRow], header: Text | None = None) -> None:
+        """``readonly``: why actions are refused (e.g. "archive: read-only"), None if they are not.
+        ``header``: the dashboard header's lines, shown here whole (a narrow terminal cuts them)."""
         super().__init__()
         self.mode = mode
         self.readonly = readonly
         self.rows = rows
+        self.header = header
 
     def compose(self):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", width=16)
         table.add_column()
-        title = Text.assemble(("episcope console", "bold"), f"  {self.mode} mode" + (f", {self.readonly}" if self.readonly else ""))
+        # An archive is not followed live: say why the keys are dim rather than "live mode".
+        what = f"{self.readonly}, actions disabled" if self.readonly else f"{self.mode} mode"
+        title = Text.assemble(("episcope console", "bold"), f"  {what}")
         group = None
         for row in self.rows:
             if row.group != group:
@@ -103,7 +107,10 @@ class HelpScreen(ModalScreen[None]):
                     line.append(f"  [{row.why}]", style="yellow")
             table.add_row(Text(" ".join(row.keys)), line)
         with VerticalScroll():
-            yield Static(Group(title, Text(""), table))
+            parts = [title, Text("")]
+            if self.header is not None and self.header.plain.strip():
+                parts += [self.header, Text("")]
+            yield Static(Group(*parts, table))
 
     async def action_dismiss(self, result=None) -> None:
         self.dismiss(None)
