@@ -166,7 +166,7 @@ def test_memory_version_fields(tmp_path):
     value = read_memory_version(write(tmp_path / "memory" / "v7.json", rich)).value
     assert (value.version, value.latency_us_geomean, value.performance_score) == (7, 38.5, 1.4)
     assert value.peak_utilization_pct == {"dram": 81.5, "sm": 40} and value.tflops is None
-    assert value.long_horizon_verification == "abba" and value.experiment_count == 4
+    assert value.long_horizon.verification == "abba" and value.experiment_count == 4
     assert value.open_directions == ("split-K", '{"idea": "tma"}')
     assert value.accepted and value.bottleneck_type == "memory"
     assert parse_memory_version(json.loads(json.dumps(value.to_json()))) == value

@@ -8,6 +8,7 @@ import pytest
 
 from console.formats.problems import FormatError
 from console.formats.supervisor import (
+    MODES,
     parse_attempt,
     parse_state,
     read_active_episode,
@@ -48,7 +49,7 @@ def test_attempts_of_both_generations(tmp_path):
     a = full.value
     assert (a.episode, a.version, a.mode, a.accepted, a.tokens) == (3, 5, "full", True, 1843210)
     assert a.verification.gate == "PASS" and a.verification.runs == ()
-    assert a.telemetry_measurement == "partial" and a.promotion_commit == SHA_C and a.outcome_commit is None
+    assert a.telemetry.measurement == "partial" and a.promotion_commit == SHA_C and a.outcome_commit is None
     assert a.changed_paths == ("kernel.py",)
     short = parse_attempt(SHORT_ATTEMPT)
     assert short.version == 2 and short.verification is None
@@ -108,13 +109,13 @@ def test_active_episode_modes(tmp_path):
               "worktree": "/srv/c/.atrex_long_horizon_worktrees/c/e0009-0badc0de", "mode": "goal", "fast_trials": 1,
               "phase": "verifying", "restart_count": 1, "resumed_from_phase": "exploring"}
     value = read_active_episode(write(tmp_path / "active.json", active)).value
-    assert (value.mode, value.known_mode, value.phase, value.restart_count) == ("goal", True, "verifying", 1)
+    assert (value.mode, value.mode in MODES, value.phase, value.restart_count) == ("goal", True, "verifying", 1)
     assert value.terminal_status is None and value.promotion_commit is None
     for mode in ("fast", "full", "episode"):
-        assert read_active_episode(write(tmp_path / "a.json", dict(active, mode=mode))).value.known_mode
+        assert read_active_episode(write(tmp_path / "a.json", dict(active, mode=mode))).value.mode in MODES
     # An unknown mode from a newer supervisor is kept as written, not refused.
     future = read_active_episode(write(tmp_path / "a.json", dict(active, mode="marathon"))).value
-    assert future.mode == "marathon" and not future.known_mode
+    assert future.mode == "marathon" and future.mode not in MODES
     demo = read_active_episode(write(tmp_path / "a.json", {"episode": 9, "memory_version": "v10", "mode": "full", "phase": "exploring"}))
     assert demo.ok and demo.value.memory_version == 10 and demo.value.worktree is None
     bad = read_active_episode(write(tmp_path / "a.json", dict(active, mode=3)))

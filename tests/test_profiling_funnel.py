@@ -217,7 +217,7 @@ def test_diff_against_an_earlier_profile(tmp_path):
 
 def test_console_readers_on_captured_outputs():
     doc = read_gateway_profile(FIX / "tail" / "deep" / "gateway_profile.json").value
-    assert doc.level == "deep" and doc.kernels[0].name == "fma_tail" and "B" in doc.kernels[0].pattern_ids
+    assert doc.level == "deep" and doc.kernels[0].name == "fma_tail" and "B" in [d.get("id") for d in doc.kernels[0].diagnostics]
     assert doc.kernels[0].duration_ns > 0
     summary = read_profile_summary(FIX / "tail" / "deep" / "summary.txt").value
     assert summary.kernel == "fma_tail" and summary.patterns[0][0] == "B" and summary.symptoms

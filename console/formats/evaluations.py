@@ -45,11 +45,6 @@ class EvaluatorResult(Record, frozen=True):
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
 
-    @property
-    def consistent(self) -> bool:
-        """``all_pass`` agrees with the failure list (a decision-grade record needs this)."""
-        return self.failures is not None and self.all_pass == (not self.failures)
-
 
 def parse_result_json(obj: Any, where: str | None = None) -> EvaluatorResult:
     """A decoded RESULT_JSON object; ``all_pass`` is required, the rest may be absent (``None``)."""

@@ -1,8 +1,7 @@
-"""Fast JSON in and out, and the two safe ways episcope writes files.
+"""Fast JSON in and out (orjson), for the host side.
 
-Writers never half-write: whole documents go to a temporary file in the same directory and
-are renamed over the target; JSON Lines records are appended as one ``write`` of one whole
-line on an ``O_APPEND`` descriptor, which POSIX keeps intact between concurrent appenders.
+Files are written through :mod:`plainjson` (``atomic_write_bytes``, ``append_line``), the one
+implementation of episcope's two safe ways of writing, which also runs where orjson is absent.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Any, TypeVar
 import orjson
 
 from . import plainjson
-from .plainjson import append_line, atomic_write_bytes  # noqa: F401 - the one implementation of both
 from .problems import ReadResult
 
 T = TypeVar("T")
@@ -71,15 +69,6 @@ def _default(obj: Any) -> Any:
     if callable(to_json):
         return to_json()
     raise TypeError(f"cannot serialise {type(obj).__name__}")
-
-
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: bool = True) -> None:
-    atomic_write_bytes(path, dumps(obj, indent=indent) + b"\n")
-
-
-def append_json_line(path: str | os.PathLike[str], obj: Any) -> None:
-    """Append ``obj`` as one sorted-key JSON line with a single ``write`` call."""
-    append_line(path, dumps(obj) + b"\n")
 
 
 def read_json_document(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> ReadResult[T]:

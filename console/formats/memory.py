@@ -210,10 +210,6 @@ class MemoryVersion(Record, frozen=True):
         return self.quality_gate.result if self.quality_gate else None
 
     @property
-    def quality_gate_failure_reason(self) -> str | None:
-        return self.quality_gate.failure_reason if self.quality_gate else None
-
-    @property
     def action_category(self) -> str | None:
         return self.optimization.action_category if self.optimization else None
 
@@ -233,14 +229,6 @@ class MemoryVersion(Record, frozen=True):
     @property
     def long_horizon_status(self) -> str | None:
         return self.long_horizon.status if self.long_horizon else None
-
-    @property
-    def long_horizon_mode(self) -> str | None:
-        return self.long_horizon.mode if self.long_horizon else None
-
-    @property
-    def long_horizon_verification(self) -> str | None:
-        return self.long_horizon.verification if self.long_horizon else None
 
 
 def _peaks(obj: Any) -> dict[str, float] | None:

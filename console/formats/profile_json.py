@@ -48,10 +48,6 @@ class ProfileKernel(msgspec.Struct, frozen=True):
     diagnostics: tuple[dict[str, Any], ...]
     metrics: dict[str, Any]
 
-    @property
-    def pattern_ids(self) -> tuple[str, ...]:
-        return tuple(str(d.get("id")) for d in self.diagnostics if d.get("id") is not None)
-
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "duration_ns": self.duration_ns, "compute_sol_pct": self.compute_sol_pct,
                 "mem_sol_pct": self.mem_sol_pct, "dram_pct": self.dram_pct, "occupancy_pct": self.occupancy_pct,

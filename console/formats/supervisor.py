@@ -20,7 +20,7 @@ from .records import Record, Rendered, Version, blank_to_none, convert, read_doc
 
 # The four modes of both generations. An unknown mode is kept as written rather than
 # refusing the whole document: the console must still show an episode a newer supervisor
-# runs; ``ActiveEpisode.known_mode`` says whether it is one of these.
+# runs.
 MODES = ("fast", "full", "episode", "goal")
 PHASES = (
     "preparing",
@@ -87,14 +87,6 @@ class Attempt(Record, frozen=True):
     @property
     def telemetry_summary(self) -> str | None:
         return self.telemetry.summary if self.telemetry else None
-
-    @property
-    def telemetry_measurement(self) -> str | None:
-        return self.telemetry.measurement if self.telemetry else None
-
-    @property
-    def telemetry_reason_codes(self) -> tuple[str, ...] | None:
-        return self.telemetry.reason_codes if self.telemetry else None
 
 
 def parse_attempt(obj: Any, where: str | None = None) -> Attempt:
@@ -168,10 +160,6 @@ class ActiveEpisode(Record, frozen=True):
     def __post_init__(self) -> None:
         blank_to_none(self, ("base_commit", "episode_branch", "worktree", "terminal_status", "promotion_commit",
                              "outcome_commit", "resumed_from_phase"))
-
-    @property
-    def known_mode(self) -> bool:
-        return self.mode in MODES
 
 
 def parse_active_episode(obj: Any) -> ActiveEpisode:

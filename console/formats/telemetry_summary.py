@@ -89,14 +89,6 @@ class TelemetrySummary(Record, frozen=True):
     def reconciliation_status(self) -> str | None:
         return self.phase_tokens.reconciliation_status if self.phase_tokens else None
 
-    @property
-    def phase_measurement(self) -> str | None:
-        return self.phase_tokens.measurement if self.phase_tokens else None
-
-    @property
-    def phase_reason_codes(self) -> tuple[str, ...] | None:
-        return self.phase_tokens.reason_codes if self.phase_tokens else None
-
 
 def parse_telemetry_summary(obj: Any) -> TelemetrySummary:
     # Phases are checked one by one first so that an error names the phase, which a
