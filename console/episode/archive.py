@@ -38,10 +38,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO
 
 from console.formats.bounded_read import open_regular_file
+from console.formats.plainjson import atomic_replacement
 from console.formats.problems import FormatError
 from console.paths import user_cache_dir
 
-from .git_repo import GitUnavailable, run_git, safe_environment
+from .git_repo import GitUnavailable, config_file
 from .locations import WORKTREES_DIR
 
 if TYPE_CHECKING:
@@ -148,22 +149,21 @@ def _git_configs(staging: Path) -> list[Path]:
                   if path.name in CONFIG_NAMES and path.is_file() and (path.parent / "HEAD").is_file())
 
 
-def _keep_safe_config(path: Path, cwd: Path, env: dict[str, str]) -> None:
-    """Rewrite one git config file of the copy with only the keys of KEPT_CONFIG."""
-    listed = run_git(cwd, "config", "--file", str(path), "--no-includes", "--list", "-z", env=env)
+def _keep_safe_config(path: Path) -> None:
+    """Rewrite one git config file of the copy with only the keys of KEPT_CONFIG (git reads
+    the old file and writes the new one: values keep git's own quoting)."""
+    status, listed, _ = config_file(path, "--no-includes", "--list", "-z")
     kept = []
-    if listed.returncode == 0:  # a file git cannot parse keeps nothing
-        for entry in listed.stdout.split(b"\0"):
+    if status == 0:  # a file git cannot parse keeps nothing
+        for entry in listed.split(b"\0"):
             key, newline, value = entry.decode("utf-8", "surrogateescape").partition("\n")
             if newline and KEPT_CONFIG.fullmatch(key):
                 kept.append((key, value))
-    fresh = path.with_name(path.name + ".episcope-new")
-    fresh.write_bytes(b"")
-    for key, value in kept:
-        out = run_git(cwd, "config", "--file", str(fresh), "--add", key, value, env=env)
-        if out.returncode != 0:
-            raise ArchiveError(f"cannot keep {key} of {path.name}: {' '.join(out.stderr.decode(errors='replace').split())}")
-    os.replace(fresh, path)
+    with atomic_replacement(path) as fresh:
+        for key, value in kept:
+            status, _, err = config_file(fresh, "--add", key, value)
+            if status != 0:
+                raise ArchiveError(f"cannot keep {key} of {path.name}: {' '.join(err.split())}")
 
 
 def _campaigns(root: Path) -> list[Path]:
@@ -228,9 +228,8 @@ def _unpack(archive: Path, handle: BinaryIO, target: Path, limits: TarLimits | N
             handle.seek(0)
             check_tar_gz(handle, limits or TarLimits())
             _extract(handle, staging)
-            env = safe_environment(staging)
             for config in _git_configs(staging):
-                _keep_safe_config(config, staging, env)
+                _keep_safe_config(config)
             _link_worktrees(staging, target)
         except TarRefused as exc:
             raise ArchiveError(f"{archive}: refused: {exc}") from None

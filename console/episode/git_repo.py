@@ -18,6 +18,11 @@ hand or through GitPython, gets the environment built here:
 - pager, editor and prompts off; ``GIT_DIR``/``GIT_WORK_TREE`` set to the repository found,
   so a ``core.worktree`` line cannot point git at another directory.
 
+On the host every git process is started by GitPython's command layer (``Git.execute``,
+whose ``kill_after_timeout`` ends git and its children after ``GIT_TIMEOUT_SECONDS``): the
+repository's own commands through :func:`open_repo`, and the config reads made before a
+repository is opened (:func:`safe_environment`, :func:`config_file`).
+
 GitPython also reads some repository files itself, in this process, where no timeout
 reaches: before any ``Repo`` is opened, ``repo_files`` checks that each is a bounded regular
 file (:func:`checked_git_dir`), and the config files git will include are checked the same
@@ -27,15 +32,16 @@ include (:func:`_repo_type`).
 Only :func:`new_repo` (``episcope init`` making a fresh repository from bundled files) keeps
 the user's own config, for their commit identity; the repository-side settings still apply.
 
-The module needs only the standard library at import: ``tools/abba.py`` runs git through
-:func:`run_git` on the GPU machine, where GitPython is not installed. GitPython is imported
-by :func:`open_repo` when a repository is opened.
+The module needs only the standard library at import, and :func:`run_git` only the standard
+library at all: ``tools/abba.py`` runs git through it on the GPU machine, where GitPython is
+not installed. GitPython is imported when the host first runs git.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import signal
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -138,6 +144,41 @@ def _driver_overrides(listed: bytes) -> list[tuple[str, str]]:
     return overrides
 
 
+def _base_environment(*, user_config: bool = False) -> dict[str, str]:
+    """The safe environment before the repository's drivers are known."""
+    env = {**SAFE_ENVIRONMENT, **_config_env(list(SAFE_CONFIG))}
+    if user_config:
+        del env["GIT_CONFIG_NOSYSTEM"], env["GIT_CONFIG_GLOBAL"]
+    return env
+
+
+def _drivers_off(env: dict[str, str], listed: bytes) -> dict[str, str]:
+    """``env`` with the commands of every driver in ``listed`` (``git config --list -z``) emptied."""
+    return {**env, **_config_env([*SAFE_CONFIG, *_driver_overrides(listed)])}
+
+
+def _git_config(cwd: str | os.PathLike[str], *args: str, env: dict[str, str]) -> tuple[int, bytes, str]:
+    """``git config args`` in ``cwd`` through GitPython's command layer, under the timeout:
+    (exit status, stdout bytes, stderr text). GitUnavailable when git cannot run or does not finish."""
+    try:
+        import git
+    except ImportError as exc:  # GitPython is a dependency of the console; a broken install says so
+        raise GitUnavailable(_one_line(str(exc))) from None
+    if not os.access(cwd, os.X_OK):  # GitPython would run git in this process's directory instead
+        raise GitUnavailable(f"cannot enter {os.fspath(cwd)}")
+    try:
+        status, out, err = git.Git(cwd).config(*args, env=env, kill_after_timeout=GIT_TIMEOUT_SECONDS,
+                                               with_extended_output=True, with_exceptions=False,
+                                               stdout_as_string=False, strip_newline_in_stdout=False)
+    except git.GitCommandNotFound:
+        raise GitUnavailable("git is not installed") from None
+    except OSError as exc:
+        raise GitUnavailable(_one_line(str(exc))) from None
+    if status == -signal.SIGKILL and err.startswith("Timeout:"):  # what kill_after_timeout leaves
+        raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s")
+    return status, out, err
+
+
 def safe_environment(cwd: str | os.PathLike[str], *, user_config: bool = False) -> dict[str, str]:
     """The variables every git process on the repository at ``cwd`` runs with.
 
@@ -145,36 +186,50 @@ def safe_environment(cwd: str | os.PathLike[str], *, user_config: bool = False) 
     drivers to turn off; a config git cannot read (malformed, a FIFO, an endless include)
     raises GitUnavailable before anything else touches the repository.
     """
-    env = {**SAFE_ENVIRONMENT, **_config_env(list(SAFE_CONFIG))}
-    if user_config:
-        del env["GIT_CONFIG_NOSYSTEM"], env["GIT_CONFIG_GLOBAL"]
-    try:
-        listed = subprocess.run(["git", "config", "--list", "-z"], cwd=cwd, env={**os.environ, **env},
-                                stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS)
-    except FileNotFoundError:
-        raise GitUnavailable("git is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s") from None
-    except OSError as exc:
-        raise GitUnavailable(_one_line(str(exc))) from None
-    if listed.returncode != 0:
-        raise GitUnavailable(f"git config: {_one_line(listed.stderr)}")
-    env.update(_config_env([*SAFE_CONFIG, *_driver_overrides(listed.stdout)]))
-    return env
+    env = _base_environment(user_config=user_config)
+    status, listed, err = _git_config(cwd, "--list", "-z", env=env)
+    if status != 0:
+        raise GitUnavailable(f"git config: {_one_line(err)}")
+    return _drivers_off(env, listed)
 
 
-def run_git(cwd: str | os.PathLike[str], *argv: str, env: dict[str, str] | None = None,
-            timeout: float = GIT_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[bytes]:
-    """``git argv`` in ``cwd`` with the safe environment (``safe_environment(cwd)`` unless
-    given); the caller reads returncode, stdout and stderr (bytes)."""
-    env = safe_environment(cwd) if env is None else env
+def config_file(path: str | os.PathLike[str], *args: str) -> tuple[int, bytes, str]:
+    """``git config --file path args`` (as :func:`_git_config` answers), through GitPython under
+    the timeout, with no system or user config and outside every repository.
+
+    ``git config --file`` still reads the config of the repository it finds (by ``GIT_DIR``
+    or around its working directory), includes and all: it runs in ``/dev`` with
+    ``GIT_DIR`` naming no repository, so the only file it opens is ``path``."""
+    env = {**SAFE_ENVIRONMENT, "GIT_DIR": os.devnull}
+    return _git_config(os.path.dirname(os.devnull), "--file", os.fspath(path), *args, env=env)
+
+
+def _run_plain(cwd: str | os.PathLike[str], argv: tuple[str, ...], env: dict[str, str],
+               timeout: float) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(["git", *argv], cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=timeout)
+    except FileNotFoundError:
+        raise GitUnavailable("git is not installed") from None
     except subprocess.TimeoutExpired:
         raise GitUnavailable(f"git {argv[0]} did not finish in {timeout:g} s") from None
     except OSError as exc:
         raise GitUnavailable(_one_line(str(exc))) from None
+
+
+def run_git(cwd: str | os.PathLike[str], *argv: str,
+            timeout: float = GIT_TIMEOUT_SECONDS) -> subprocess.CompletedProcess[bytes]:
+    """``git argv`` in ``cwd`` with the safe environment, by the standard library alone; the
+    caller reads returncode, stdout and stderr (bytes).
+
+    For ``tools/abba.py`` on the GPU machine, where GitPython is not installed: the one git
+    of episcope's not started through GitPython. Its environment is the same, drivers
+    included (``git config --list`` first, as :func:`safe_environment` does)."""
+    env = _base_environment()
+    listed = _run_plain(cwd, ("config", "--list", "-z"), env, timeout)
+    if listed.returncode != 0:
+        raise GitUnavailable(f"git config: {_one_line(listed.stderr)}")
+    return _run_plain(cwd, argv, _drivers_off(env, listed.stdout), timeout)
 
 
 def find_repo(path: str | os.PathLike[str]) -> RepoPaths | None:
@@ -274,27 +329,16 @@ def _include_paths(config: Path) -> list[str]:
     regular file) names itself, as git reads them.
 
     A file without the word ``include`` has none (a section name has no escapes), and most
-    have none: git is asked only about the others, one file at a time (``--no-includes``),
-    so no include is opened before it is checked. ``git config --file`` still reads the
-    config of a repository around its working directory, includes and all, so it runs
-    outside every repository: in ``/dev``, kept from looking above it."""
+    have none: git is asked only about the others, one file at a time (``--no-includes``,
+    :func:`config_file`), so no include is opened before it is checked."""
     try:
         if b"include" not in read_regular_file(config, CONFIG_BYTES).lower():
             return []
     except (FormatError, OSError) as exc:
         raise GitUnavailable(f"{config}: {_one_line(str(exc))}") from None
-    env = {**os.environ, **SAFE_ENVIRONMENT, "GIT_CEILING_DIRECTORIES": "/"}
-    env.pop("GIT_DIR", None)
-    try:
-        listed = subprocess.run(["git", "config", "--file", os.fspath(config), "--no-includes", "-z", "--get-regexp",
-                                 r"^include(if\..*)?\.path$"], cwd=os.path.dirname(os.devnull), env=env,
-                                stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        raise GitUnavailable(f"git config did not finish in {GIT_TIMEOUT_SECONDS} s") from None
-    except OSError as exc:
-        raise GitUnavailable(_one_line(str(exc))) from None
+    _, listed, _ = config_file(config, "--no-includes", "-z", "--get-regexp", r"^include(if\..*)?\.path$")
     paths = []
-    for entry in listed.stdout.split(b"\0"):
+    for entry in listed.split(b"\0"):
         _, newline, value = entry.partition(b"\n")  # "key\nvalue"; a key alone has no value
         if newline and value:
             paths.append(os.fsdecode(value))

@@ -14,7 +14,8 @@ import json
 import math
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -97,18 +98,21 @@ def append_json_line(path: str | os.PathLike[str], obj: Any) -> None:
     append_line(path, dumps(obj) + b"\n")
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it over: never half a file."""
+@contextmanager
+def atomic_replacement(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A fresh empty file beside ``path`` to write the new content into (by any means: a
+    copy, a git command); when the block ends it is renamed over ``path`` in one step, or
+    removed if the block raised. Readers of ``path`` see the old file or the new, never half
+    of one. The one temporary-file-and-rename of the host side; ``atomic_write_bytes`` is
+    built on it."""
     import tempfile  # only writers need it; readers start faster without
 
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield Path(tmp)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -116,6 +120,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over: never half a file."""
+    with atomic_replacement(path) as fresh, open(fresh, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: bool = True) -> None:

@@ -14,9 +14,10 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from console.formats.plainjson import atomic_replacement
 
 from .request import PRIVATE_CASE_NAME, PRIVATE_SHAPES_ENV, JobRequest
 
@@ -234,18 +235,8 @@ def _target_in_workspace(workspace: Path, rel: str) -> Path:
 
 
 def _write_back(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".sync", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copy2(src, tmp, follow_symlinks=False)
-        os.replace(tmp, dst)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_replacement(dst) as fresh:
+        shutil.copy2(src, fresh, follow_symlinks=False)
 
 
 def sync_back(request: JobRequest, stage: Path, manifest: dict[str, tuple[int, int]]) -> SyncReport:

@@ -321,3 +321,33 @@ def test_a_fifo_ref_named_like_a_full_commit_id_never_blocks_git(campaign, tmp_p
     done = run_python("-c", code, str(campaign), base, head)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["None ('kernel.py',) True", "None True"]
+
+
+
+CONFIG_READS = (
+    "import os, subprocess, sys, time\n"
+    "from console.episode import git_repo\n"
+    "git_repo.GIT_TIMEOUT_SECONDS = 2\n"
+    "for read in (lambda: git_repo.safe_environment(sys.argv[1]), lambda: git_repo.config_file(sys.argv[2], '--list')):\n"
+    "    started = time.monotonic()\n"
+    "    try:\n"
+    "        read()\n"
+    "    except git_repo.GitUnavailable as exc:\n"
+    "        print(exc, time.monotonic() - started < 10)\n"
+    "left = subprocess.run(['pgrep', '-P', str(os.getpid())], capture_output=True, text=True).stdout\n"
+    "print(repr(left))\n"
+)
+
+
+def test_a_config_read_git_blocks_on_ends_at_the_timeout(tmp_path):
+    """The config reads made before a repository is opened run through GitPython under the
+    same timeout as every other git process: a FIFO that git waits on (here planted where
+    no check looks first) costs the timeout and a one-line reason, and leaves no git behind
+    (pgrep never lists itself)."""
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", str(repo))
+    plant_fifo(repo / ".git" / "config")
+    plant_fifo(tmp_path / "loose.config")
+    done = run_python("-c", CONFIG_READS, str(repo), str(tmp_path / "loose.config"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["git config did not finish in 2 s True"] * 2 + ["''"]
