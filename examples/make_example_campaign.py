@@ -8,9 +8,11 @@ OUT_DIR gets:
         memory/live.json                    live mirror (git-ignored)
         .atrex_long_horizon/state.json, active_episode.json,
             episodes/e0001/{BRIEF.md, attempt.json, telemetry.summary.json, telemetry.brief.md,
-                            verification_runtime/verification_artifacts/.atrex_long_horizon_verify/<uuid>/}
+                            archive/, episode_runtime/ (the worktree's runtime files),
+                            verification_runtime/<uuid>/ (the ABBA directory)}
     .atrex_long_horizon_worktrees/<name>/e0001-<8hex>/   the episode worktree
         .atrex_long_horizon/{journal.json, handoff.json, telemetry.jsonl, evaluations.jsonl}
+        verification_artifacts/.atrex_long_horizon_verify/<uuid>/   ABBA request and results
         profiles/episode_1/{survey,sol,deep}/shape-<i>/  gateway_profile.json, summary.txt, ...
         plans/episode_1.md, plans/e0001-trial2-kernel.py
 
@@ -18,7 +20,9 @@ The story: the naive kernel is the baseline (v0); episode 1 profiles it (survey 
 shapes in waves of at most four, sol on two, deep on one), commits the one-block-per-row
 kernel (trial 1), tries a variant that regresses (trial 2, reverted), hands off trial 1,
 which passes ABBA verification and is promoted as v1. The active episode is left in phase
-``promoted`` (just before archiving) so every artifact family is present at once.
+``promoted``: its records are already copied under episodes/e0001/, but the worktree and
+active_episode.json are still there (the supervisor removes them last), so every artifact
+family is present at once.
 
 Everything is deterministic for a given seed and repository state: dates, ids, latencies
 and git commits. Latencies are the ones measured on an H200 by tools/evaluate.py with small
@@ -33,6 +37,7 @@ import hashlib
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import uuid
@@ -49,6 +54,7 @@ from problem_contract import load_contract  # noqa: E402
 from console.commands.init import create_workspace  # noqa: E402
 from console.formats import abba, gpu_side  # noqa: E402
 from console.formats.plainjson import atomic_write_json, dumps  # noqa: E402
+from console.formats.profile_record import profile_job_record  # noqa: E402
 from console.formats.telemetry_builders import SCHEMA_VERSION  # noqa: E402
 
 PROBLEM = REPO / "examples" / "problems" / "row_softmax"
@@ -229,11 +235,34 @@ def kernel_entry(name: str, duration_ns: float, level: str, metrics: dict | None
     return entry
 
 
-def gateway_profile(level: str, kernels: list[dict]) -> dict:
+def gateway_profile(story: Story, level: str, kernels: list[dict]) -> dict:
+    """The synced gateway_profile.json: the sandbox's job record around the profile (FORMATS §8)."""
     kernels = sorted(kernels, key=lambda k: -k["duration"])
-    return {"profiler": "ncu", "level": level, "kernels": kernels, "kernel_count": len(kernels),
-            "total_duration_us": round(sum(k["duration"] for k in kernels) / 1000.0, 3),
-            "dominant_kernel": kernels[0]["name"], "kernels_omitted": 0}
+    profile = {"profiler": "ncu", "level": level, "kernels": kernels, "kernel_count": len(kernels),
+               "total_duration_us": round(sum(k["duration"] for k in kernels) / 1000.0, 3),
+               "dominant_kernel": kernels[0]["name"], "kernels_omitted": 0}
+    return profile_job_record(story.job_id(), "succeeded", profile)
+
+
+def metrics_key(name: str, duration_ns: float, rows: int, cols: int, grid: int, block: int, m: dict) -> dict:
+    """analysis/metrics_key_run.json in AKA's flat layout (ncu metric names, ``__kernel_name__``),
+    saying what summary.txt says of the naive kernel: one thread per row reads its row three
+    times, 32 sectors per request."""
+    requests = 3 * rows * cols // 32
+    return {
+        "__kernel_name__": name, "gpu__time_duration.sum": round(duration_ns),
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed": m["sm"],
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": m["mem"],
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": m["dram"],
+        "sm__warps_active.avg.pct_of_peak_sustained_active": m["occ"], "sm__maximum_warps_per_active_cycle_pct": 100.0,
+        "lts__t_sector_hit_rate.pct": m["l2"], "launch__grid_size": grid, "launch__block_size": block,
+        "device__attribute_multiprocessor_count": 132, "launch__registers_per_thread": 24,
+        "smsp__sass_inst_executed_op_local_ld.sum": 0, "smsp__sass_inst_executed_op_local_st.sum": 0,
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": requests,
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": 32 * requests,
+        "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": m["stall_ls"],
+        "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": m["stall_lg"],
+    }
 
 
 def summary_text(name: str, duration_us: float, grid: int, block: int, m: dict, source: bool) -> str:
@@ -300,25 +329,27 @@ def write_profiles(story: Story, root: Path) -> list[str]:
             naive_ns = NAIVE_US[(case.axes["rows"], case.axes["cols"])] * 1000
             kernels = [kernel_entry("row_softmax_naive", story.jitter(naive_ns, 2), "survey"),
                        kernel_entry(input_kernel, story.jitter(case.axes["rows"] * case.axes["cols"] * 0.0011, 5), "survey")]
-            put(f"{base}/survey/shape-{i}/gateway_profile.json", gateway_profile("survey", kernels))
+            put(f"{base}/survey/shape-{i}/gateway_profile.json", gateway_profile(story, "survey", kernels))
     sol = [4, 2]
     story.sandbox_wave("profile", [story.jitter(41.0, 15) for _ in sol])
     for i in sol:
         case = story.cases[i]
         m = metrics(case)
         naive_ns = story.jitter(NAIVE_US[(case.axes["rows"], case.axes["cols"])] * 1000, 2)
-        put(f"{base}/sol/shape-{i}/gateway_profile.json", gateway_profile("sol", [kernel_entry("row_softmax_naive", naive_ns, "sol", m)]))
+        put(f"{base}/sol/shape-{i}/gateway_profile.json",
+            gateway_profile(story, "sol", [kernel_entry("row_softmax_naive", naive_ns, "sol", m)]))
         put(f"{base}/sol/shape-{i}/summary.txt",
             summary_text("row_softmax_naive", naive_ns / 1000, naive_grid[i], 256, m, False).encode())
-        put(f"{base}/sol/shape-{i}/analysis/metrics_key_run.json", {k: m[k] for k in ("sm", "mem", "dram", "occ", "l2")})
+        put(f"{base}/sol/shape-{i}/analysis/metrics_key_run.json",
+            metrics_key("row_softmax_naive", naive_ns, case.axes["rows"], case.axes["cols"], naive_grid[i], 256, m))
     story.sandbox_wave("profile", [story.jitter(118.0, 10)])
     case = story.cases[4]
     m = metrics(case)
     naive_ns = story.jitter(NAIVE_US[(1024, 32768)] * 1000, 2)
     deep = f"{base}/deep/shape-4"
-    put(f"{deep}/gateway_profile.json", gateway_profile("deep", [kernel_entry("row_softmax_naive", naive_ns, "deep", m)]))
+    put(f"{deep}/gateway_profile.json", gateway_profile(story, "deep", [kernel_entry("row_softmax_naive", naive_ns, "deep", m)]))
     put(f"{deep}/summary.txt", summary_text("row_softmax_naive", naive_ns / 1000, naive_grid[4], 256, m, True).encode())
-    put(f"{deep}/analysis/metrics_key_run.json", {k: m[k] for k in ("sm", "mem", "dram", "occ", "l2")})
+    put(f"{deep}/analysis/metrics_key_run.json", metrics_key("row_softmax_naive", naive_ns, case.axes["rows"], case.axes["cols"], naive_grid[4], 256, m))
     put(f"{deep}/analysis/source_metrics_line_run.txt", (
         b"# line  source                                           sectors/req  l2_hit%  share%\n"
         b"  13    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);        32.0     58.2    33.1\n"
@@ -539,8 +570,11 @@ def build(out: Path, name: str, seed: int) -> Path:
     clock.advance(30)
     active["phase"] = "verifying"
     verify_uuid = story.uuid_hex()
-    artifacts_rel = f"{RUNTIME}/episodes/e0001/verification_runtime/verification_artifacts/.atrex_long_horizon_verify/{verify_uuid}"
-    artifacts = campaign / artifacts_rel
+    # written where the verification runs (the worktree), named where it stays once the
+    # episode is archived (FORMATS §7)
+    live_verify = wt / "verification_artifacts" / ".atrex_long_horizon_verify"
+    artifacts = live_verify / verify_uuid
+    archived_rel = f"{RUNTIME}/episodes/e0001/verification_runtime/{verify_uuid}"
     command = ["python3", "test_kernel.py"]
     schedule = [{"revision": rev, "repeat": i // 2} for i, rev in enumerate(gpu_side.abba_schedule(2))]
     runs = []
@@ -571,7 +605,12 @@ def build(out: Path, name: str, seed: int) -> Path:
                           {"schema_version": gpu_side.PAYLOAD_SCHEMA, "runs": batch_runs, "error": None, "shape_batch_count": 1})
     atomic_write_json(artifacts / "result.json",
                       {"schema_version": gpu_side.PAYLOAD_SCHEMA, "runs": runs, "error": None, "shape_batch_count": len(batches)})
-    verdict = abba.compute_verdict([abba.parse_abba_run(r) for r in runs], 2, artifact=artifacts_rel).to_json()
+    verdict = abba.compute_verdict([abba.parse_abba_run(r) for r in runs], 2, artifact=archived_rel).to_json()
+
+    # -- the supervisor copies the worktree's runtime files and the contents of its
+    # verification directory into the episode's record; the worktree stays until the end
+    shutil.copytree(runtime, episode_dir / "episode_runtime")
+    shutil.copytree(live_verify, episode_dir / "verification_runtime")
 
     # -- promotion: kernel.py from the candidate plus memory v1, one commit on main ------
     clock.advance(20)
@@ -646,8 +685,7 @@ def build(out: Path, name: str, seed: int) -> Path:
         "promotion_commit": promotion,
     }
     atomic_write_json(episode_dir / "attempt.json", attempt)
-    for sub in ("archive", "episode_runtime"):
-        (episode_dir / sub).mkdir(parents=True, exist_ok=True)
+    (episode_dir / "archive").mkdir(parents=True, exist_ok=True)
     state = {"episodes": 1, "accepted": 1, "rejected": 0, "pivoted": 0, "blocked": 0, "protocol_failures": 0,
              "interrupted": 0, "tokens": episode_tokens + 18250, "consecutive_without_promotion": 0,
              "attempts": [attempt], "usage_receipts": {}}

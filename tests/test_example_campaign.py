@@ -125,3 +125,26 @@ def test_same_seed_same_campaign(tmp_path, campaign):
     assert (worktree_of(again) / rel).read_bytes() == (worktree_of(campaign) / rel).read_bytes()
     other = build(tmp_path / "other", seed=8)
     assert git(other, "rev-parse", "HEAD") != git(campaign, "rev-parse", "HEAD")
+
+
+def test_profiles_and_verification_are_where_and_as_akas_tools_read_them(campaign):
+    """The synced profiles are the sandbox's job records with AKA-layout metrics; the ABBA
+    directory sits in the worktree and, copied whole, under the episode's record."""
+    wt = worktree_of(campaign)
+    records = [json.loads(p.read_text()) for p in sorted(wt.glob("profiles/**/gateway_profile.json"))]
+    assert len(records) == 13
+    assert all(set(r) == {"job_id", "kind", "status", "result", "error"} and r["kind"] == "profile"
+               and r["status"] == "succeeded" and r["result"]["kernels"] for r in records)
+    metrics = [json.loads(p.read_text()) for p in wt.glob("profiles/**/analysis/metrics_key_run.json")]
+    assert len(metrics) == 3 and all(m["__kernel_name__"] == "row_softmax_naive" for m in metrics)
+    (live,) = (wt / "verification_artifacts" / ".atrex_long_horizon_verify").iterdir()
+    archived = campaign / ".atrex_long_horizon" / "episodes" / "e0001" / "verification_runtime"
+    assert [p.name for p in archived.iterdir()] == [live.name]
+    assert {f.name: f.read_bytes() for f in live.iterdir()} == {f.name: f.read_bytes() for f in (archived / live.name).iterdir()}
+    attempt = read_attempt(campaign / ".atrex_long_horizon" / "episodes" / "e0001" / "attempt.json").value
+    assert attempt.verification.artifact == f".atrex_long_horizon/episodes/e0001/verification_runtime/{live.name}"
+    proc = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", str(campaign)],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    profiles = json.loads(proc.stdout)["profiles"]
+    measured = [p for p in profiles if "/survey/" not in p["dir"]]
+    assert len(measured) == 3 and all([a["id"] for a in p["aka_patterns"]] == ["A", "C", "E", "J"] for p in measured)

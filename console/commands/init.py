@@ -29,6 +29,7 @@ EXCLUDES = (
     "plans/",
     "profiles/",
     ".atrex_long_horizon/",
+    "verification_artifacts/",  # live ABBA verifications (FORMATS §7), archived by the supervisor
     ".atrex_private_profile_case.json",
     "__pycache__/",
     "*.ncu-rep",
