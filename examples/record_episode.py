@@ -21,10 +21,11 @@ episode 2   a timeline question about the incumbent: its CUDA source with probe 
             that answer suggests (every row through the online kernel), correctness,
             benchmark, sol and deep --source profiles of the trial, handoff.json
 supervisor  after each: handoff checks, ABBA verification (tools/abba.py, I C C I, more than
-            MIN_IMPROVEMENT_PCT faster to pass), a promotion commit with memory/v<N>.json or a
-            rejection, attempt.json, telemetry.summary.json, state.json; the active episode is
-            archived as AKA does (its runtime files under episodes/eNNNN/episode_runtime/,
-            archive/git.json, active_episode.json removed)
+            MIN_IMPROVEMENT_PCT faster to pass) in the worktree's verification_artifacts/,
+            archived to episodes/eNNNN/verification_runtime/<uuid>/, a promotion commit with
+            memory/v<N>.json or a rejection, attempt.json, telemetry.summary.json, state.json;
+            the active episode is archived as AKA does (its runtime files under
+            episodes/eNNNN/episode_runtime/, archive/git.json, active_episode.json removed)
 
 The second trial is slower than the incumbent on the H200, so the recording holds one
 promotion and one rejection; the exit status is 1 if ABBA said otherwise. No token counts
@@ -60,7 +61,7 @@ from problem_contract import load_contract  # noqa: E402
 
 from console.commands.init import create_workspace  # noqa: E402
 from console.formats import gpu_side  # noqa: E402
-from console.formats.plainjson import atomic_write_json  # noqa: E402
+from console.formats.plainjson import atomic_replacement, atomic_write_json  # noqa: E402
 from console.timeline.manifest import EVENTS_SCHEMA  # noqa: E402
 
 PROBLEM = "row_softmax"
@@ -635,18 +636,29 @@ class Recorder:
         self.changed_paths = changed
 
     def verify(self) -> None:
+        """ABBA in the worktree's verification_artifacts/ (FORMATS §7), then the directory moves
+        under the episode's record, episodes/eNNNN/verification_runtime/<uuid>/, where AKA's
+        supervisor leaves it (it copies it there and later removes the worktree; this recording
+        keeps the worktree, so the directory is moved) and where the verdict names it."""
         self.active["phase"] = "verifying"
         atomic_write_json(self.campaign / RUNTIME / "active_episode.json", self.active)
-        artifacts = self.episode_dir / "verification_runtime" / "verification_artifacts"
+        output = self.worktree / "verification_artifacts"
         log(f"episode {self.n}: ABBA verification (I C C I) in this one allocation")
         proc = run([sys.executable, "tools/abba.py", "--incumbent-commit", self.base_commit, "--candidate-commit", self.candidate,
-                    "--repeats", "2", "--min-improvement-pct", str(MIN_IMPROVEMENT_PCT),
-                    "--output-dir", str(artifacts), "--artifact-root", str(self.campaign),
+                    "--repeats", "2", "--min-improvement-pct", str(MIN_IMPROVEMENT_PCT), "--output-dir", str(output),
                     "--", "python3", "test_kernel.py"], self.campaign, self.supervisor_env())
         line = next((l for l in reversed(proc.stdout.splitlines()) if l.startswith(gpu_side.ABBA_PREFIX)), None)
         if line is None:
             fail("tools/abba.py printed no verdict")
         self.verdict = json.loads(line[len(gpu_side.ABBA_PREFIX):])
+        live = output / ".atrex_long_horizon_verify"
+        (verification,) = live.iterdir()
+        archived = self.episode_dir / "verification_runtime" / verification.name
+        archived.parent.mkdir(parents=True, exist_ok=True)
+        verification.rename(archived)
+        live.rmdir()
+        output.rmdir()
+        self.verdict["artifact"] = archived.relative_to(self.campaign).as_posix()
         log(f"episode {self.n}: ABBA {self.verdict['gate']}: incumbent {self.verdict['incumbent_latency_us']:.3f} us, "
             f"candidate {self.verdict['candidate_latency_us']:.3f} us, improvement {self.verdict['improvement_pct']:.2f}%")
 
@@ -765,12 +777,9 @@ def pack(out: Path, name: str, archive: Path) -> None:
         info.uname = info.gname = ""
         return info
 
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    tmp = archive.with_name(archive.name + ".tmp")
-    with tarfile.open(tmp, "w:gz", compresslevel=9) as tar:
+    with atomic_replacement(archive) as fresh, tarfile.open(fresh, "w:gz", compresslevel=9) as tar:
         tar.add(out / name, arcname=name, filter=keep)
         tar.add(out / WORKTREES / name, arcname=f"{WORKTREES}/{name}", filter=keep)
-    os.replace(tmp, archive)
     log(f"packed {archive} ({archive.stat().st_size} bytes)")
 
 
