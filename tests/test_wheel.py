@@ -1,12 +1,12 @@
 """The built wheel works on its own: a regular (non-editable) install in a fresh virtual
-environment runs `episcope init`, `episcope status` and every keyboard action from the kit
-the wheel carries, never from this checkout."""
+environment, with the dependencies pyproject.toml declares and nothing else, runs `episcope
+init`, `episcope status` and every keyboard action from the kit the wheel carries, never from
+this checkout."""
 
 from __future__ import annotations
 
 import json
 import os
-import site
 import subprocess
 import sys
 import zipfile
@@ -49,29 +49,56 @@ sys.exit(0 if job.process.wait(120) is not None else 1)
 """
 
 
+# Run inside the installed environment: every runtime dependency the wheel declares (its
+# Requires-Dist without an extra), each module it provides imported, and where it came from.
+DEPENDENCIES_PROBE = r"""
+import importlib, json, re
+from importlib.metadata import packages_distributions, requires
+
+def key(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+declared = {key(re.match(r"[A-Za-z0-9._-]+", r).group()) for r in requires("episcope-console") if "extra ==" not in r}
+provided = {}
+for module, dists in packages_distributions().items():
+    for dist in dists:
+        if module.isidentifier() and not module.startswith("_"):
+            provided.setdefault(key(dist), []).append(module)
+print(json.dumps({dist: {m: importlib.import_module(m).__file__ for m in provided.get(dist, [])} for dist in declared}))
+"""
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """A fresh venv holding only the built wheel; its dependencies come from this
-    environment's site-packages through a .pth file (no PYTHONPATH, no checkout on sys.path)."""
+    """A fresh venv holding the built wheel and its dependencies and nothing of this
+    environment (no PYTHONPATH, no checkout or other site-packages on sys.path).
+
+    pip fills a wheelhouse with the wheel's dependencies from the package index, as .ci/run's
+    own install does; the install then reads that wheelhouse alone (``--no-index``), so what
+    the wheel gets is exactly what its metadata asks for."""
     root = tmp_path_factory.mktemp("wheel")
     dist = root / "dist"
     build = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(REPO)],
                            cwd=root, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     (wheel,) = dist.glob("*.whl")
+    wheelhouse = root / "wheelhouse"
+    fill = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(wheelhouse), str(wheel)],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert fill.returncode == 0, fill.stderr[-3000:]
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                              "--no-index", str(wheel)], cwd=root, capture_output=True, text=True, timeout=300)
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index",
+                              "--find-links", str(wheelhouse), str(wheel)],
+                             cwd=root, capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-3000:]
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (Path(purelib) / "episcope_test_deps.pth").write_text("\n".join(deps) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
-    return {"root": root, "wheel": wheel, "venv": venv, "python": python, "purelib": Path(purelib), "env": env}
+    return {"root": root, "wheel": wheel, "build_log": build.stdout + build.stderr, "venv": venv, "python": python,
+            "purelib": Path(purelib), "env": env}
 
 
 def run_in(installed, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -105,6 +132,27 @@ def test_the_wheel_holds_every_module_and_the_whole_kit(installed):
     entry_points = zipfile.ZipFile(installed["wheel"]).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert "episcope = console.cli:main" in entry_points
+
+
+def test_the_build_declares_the_kit_as_package_data(installed):
+    """setuptools takes the kit's directories for packages missing from `packages` (and says
+    it may stop shipping them) unless they are declared as data only."""
+    assert "Package would be ignored" not in installed["build_log"]
+    assert "is absent from the `packages` configuration" not in installed["build_log"]
+
+
+def test_the_declared_dependencies_install_whole_and_import(installed):
+    checked = run_in(installed, sys.executable, "-m", "pip", "--python", str(installed["python"]), "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    probe = run_in(installed, str(installed["python"]), "-c", DEPENDENCIES_PROBE)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    imported = json.loads(probe.stdout)
+    assert {"textual", "gitpython", "msgspec", "orjson", "platformdirs", "numpy"} <= set(imported)
+    for dist, modules in imported.items():
+        assert modules, dist  # installed, and provides something to import
+        assert all(Path(f).is_relative_to(installed["purelib"]) for f in modules.values()), (dist, modules)
+    paths = run_in(installed, str(installed["python"]), "-c", "import json, sys; print(json.dumps(sys.path))")
+    assert [p for p in json.loads(paths.stdout) if "site-packages" in p] == [str(installed["purelib"])]
 
 
 def test_init_and_status_run_from_the_installed_wheel(installed):
