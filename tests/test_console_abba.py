@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,7 +135,7 @@ async def test_abba_pane_shows_runs_as_they_arrive_then_the_verdict(tmp_path):
             # two a side: the widest interval, with its coverage explained
             assert "geomean cand/inc 0.9008 (-9.92%)" in text and "[0.8916, 0.9100] 67% CI, n=2/2" in text
             assert "(too few runs for 95%)" in text
-            assert "PASS +9.92%  4 run(s)" in text
+            assert re.search(r"PASS \+9\.92%  ABBA \S+  4 run\(s\)", text)
             # status --json prints the very numbers the pane drew.
             (entry,) = [a for a in status_document(app.episode_state)["abba"] if a["directory"] == pane.shown_dir]
             assert entry["gate"] == "PASS" and entry["runs"] == 4 and entry["ratio"]["n_a"] == 2
@@ -179,12 +180,12 @@ async def test_verifications_are_newest_first_whatever_their_names_and_each_is_r
         pane = app.query_one(AbbaStats)
         body = pane.query_one("#abba-body", Static)
         first = "\n".join(s.text for s in body.render_lines(body.size.region)).splitlines()[0]
-        assert first.startswith("ABBA 8888  PASS +12.50%") and pane.shown_dir.endswith("8888")
+        assert first.startswith("PASS +12.50%  ABBA 8888") and pane.shown_dir.endswith("8888")
         assert pane.border_subtitle == "newest of 3 · Enter"
         await pilot.press("3", "enter")
         detail = app.screen
         assert isinstance(detail, DetailScreen) and "3 verifications, newest first" in detail.title_text
         text = detail.query_one(TextArea).text
-        heads = [line for line in text.splitlines() if line.startswith("ABBA ")]
-        assert [h.split()[1:3] for h in heads] == [["8888", "PASS"], ["0f0f", "FAIL"], ["ffff", "ERROR"]]
+        heads = [m.groups() for m in map(re.compile(r"(\S+) \S+  ABBA (\S+)").match, text.splitlines()) if m]
+        assert [[name, gate] for gate, name in heads] == [["8888", "PASS"], ["0f0f", "FAIL"], ["ffff", "ERROR"]]
         assert str(worktree / "verification_artifacts" / ".atrex_long_horizon_verify" / "ffff") in text

@@ -234,7 +234,7 @@ async def test_the_abba_verdict_leads_at_80_columns(example):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         lines = shown(app.query_one("#abba-body", Static)).splitlines()
-        assert lines[0].startswith("ABBA a3762e03  FAIL -48.2")
+        assert lines[0].startswith("FAIL -48.20%  ABBA a3762")
         assert lines[1].lstrip().startswith("improvement -48.197% doe") and "␊" not in "".join(lines)
 
 

@@ -94,10 +94,10 @@ class AbbaStats(Pane, can_focus=True):
         """The verdict and the ratio lead: on a small terminal they are what stays in sight.
         ``whole``: the directory in full too (the detail view tells verifications apart by it)."""
         verdict = comparison.verdict
-        text.append(visible(f"ABBA {os.path.basename(comparison.directory or '')[:8]}  "), style="bold")
-        if verdict is not None:
+        if verdict is not None:  # first: the pane is 26 columns wide at 80x24
             text.append_text(plain(verdict.gate, GATE_STYLES.get(verdict.gate, "bold")))
             text.append(f" {fmt(verdict.improvement_pct, '+.2f', '%')}  ")
+        text.append(visible(f"ABBA {os.path.basename(comparison.directory or '')[:8]}  "), style="bold")
         text.append(f"{comparison.runs} run(s)\n", style="dim")
         if whole:
             text.append(visible(comparison.directory or 'no directory named') + "\n", style="dim")
