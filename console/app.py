@@ -79,6 +79,7 @@ TICK_SECONDS = 1.0  # the running phase grows this often without new events
 REPLAY_SECONDS = 0.1
 GPU_SAMPLE_SECONDS = 2.0  # an NVML pass can block for tens of milliseconds on a busy driver
 REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
+NO_EPISODES = "no episode in this campaign yet"
 
 
 def markup_text(text: str) -> str:
@@ -132,6 +133,8 @@ class EpiscopeApp(App):
                 id="app.timeline"),
         Binding("D", "diff", "diff", tooltip="what changed in kernel.py: the working tree, or the version selected "
                 "in pane 6, against the incumbent, with the latency change", id="app.diff"),
+        Binding("h", "episodes", "history", tooltip="the campaign's history: every episode, archived or live, with "
+                "its outcome, verdict and version", id="app.episodes"),
         *[Binding(str(n), f"focus_pane({n})", f"pane {n}", show=False, tooltip="move to that pane (Tab steps)",
                   id=f"app.pane{n}") for n in range(1, 9)],
         *[Binding(a.key, f"launch('{a.name}')", a.label, tooltip=f"{a.title}: {a.description}", id=f"job.{a.name}")
@@ -419,7 +422,8 @@ class EpiscopeApp(App):
 
     def refresh_availability(self) -> None:
         """Announce new bindings only when what can run changed (the key bar re-checks them all)."""
-        key = tuple(self.why_blocked(a.name) for a in ACTIONS) + (self.why_blocked("cancel_job"),)
+        key = tuple(self.why_blocked(a.name) for a in ACTIONS) + (self.why_blocked("cancel_job"),
+                                                                    bool(self.episode_state.episodes))
         if key != self._availability:
             self._availability = key
             self.refresh_bindings()
@@ -509,6 +513,8 @@ class EpiscopeApp(App):
             return True if self.receipts() else None
         if action == "diff":
             return True if self.why_no_diff() is None else None
+        if action == "episodes":
+            return True if self.episode_state.episodes else None
         if action in ("focus_pane", "filter") and not self.on_dashboard():
             return False  # the timeline and diff screens have no panes: not offered there
         return True
@@ -533,6 +539,8 @@ class EpiscopeApp(App):
             return "no timeline receipt in this episode yet"
         if name == "diff":
             return self.why_no_diff()
+        if name == "episodes" and not self.episode_state.episodes:
+            return NO_EPISODES
         return None
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
@@ -553,10 +561,12 @@ class EpiscopeApp(App):
         from console.screens.confirm import ConfirmScreen
         from console.screens.detail import DetailScreen
         from console.screens.diff import DiffScreen
+        from console.screens.episodes import EpisodesScreen
         from console.screens.help import HelpScreen
         from console.screens.timeline import TimelineScreen
 
-        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, DetailScreen, ReplayBar, Pane):
+        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen, DetailScreen,
+                      ReplayBar, Pane):
             for binding in owner.BINDINGS:
                 if isinstance(binding, Binding) and binding.id:
                     yield binding.id
@@ -738,6 +748,16 @@ class EpiscopeApp(App):
         """Paths of the timeline receipts the episode holds now."""
         return [receipt.path for receipt in self.episode_state.timeline_receipts if receipt.path]
 
+    def action_episodes(self) -> None:
+        """The campaign's history: every episode of the state, in a table of its own."""
+        if not self.episode_state.episodes:
+            self.notify(f"history: not now ({NO_EPISODES})", severity="warning", markup=False)
+            return
+        from console.screens.episodes import EpisodesScreen
+
+        if not isinstance(self.screen, EpisodesScreen):  # already open: it follows the state itself
+            self.push_screen(EpisodesScreen(self.episode_state))
+
     def action_open_timeline(self) -> None:
         receipts = self.receipts()
         if not receipts:
@@ -827,6 +847,9 @@ class EpiscopeApp(App):
             commands.append((f"Open timeline {Path(path).parent.name}", path, partial(self.open_timeline, path)))
         if not self.receipts():  # t is listed either way, and says why it has nothing to open
             commands.append(("Open timeline (t)", "no timeline receipt in this episode yet", self.action_open_timeline))
+        commands.append(("Campaign history: every episode (h)",
+                         "outcome, verdict and version of each" if self.episode_state.episodes else NO_EPISODES,
+                         self.action_episodes))
         focused = self._focused_pane()
         if focused is not None:
             commands.append((f"Show in full (Enter): {focused.title}", "the selected row or the pane, uncut",
