@@ -56,7 +56,7 @@ def test_status_of_the_recorded_episode(cache_env):
     phases = doc["phases"]
     assert set(phases) == {"profile", "research", "planning", "implementation", "correctness", "benchmark", "recording"}
     assert phases["profile"]["intervals"] == 2 and phases["profile"]["wall_seconds"] > 10
-    profiles = {p["dir"].split("profiles/episode_2/")[1]: p for p in doc["profiles"]}
+    profiles = {p["dir"].split("profiles/episode_2/")[1]: p for p in doc["profiles"] if p["current"]}
     assert set(profiles) == {"trial2/sol/shape-4", "trial2/deep/shape-4"}
     assert all(p["kernels"] == ["row_softmax_online"] and p["bottleneck"] == "memory" for p in profiles.values())
     assert profiles["trial2/deep/shape-4"]["localize"]
@@ -91,7 +91,7 @@ def test_status_of_the_first_episode_shows_the_whole_funnel(cache_env):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["unreadable"] == [] and doc["episode"]["number"] == 1
-    profiles = {p["dir"].split("profiles/episode_1/")[1]: p for p in doc["profiles"]}
+    profiles = {p["dir"].split("profiles/episode_1/")[1]: p for p in doc["profiles"] if p["current"]}
     assert {k for k in profiles if k.startswith("survey/")} == {f"survey/shape-{i}" for i in range(10)}
     assert {k for k in profiles if k.startswith("sol/")} == {"sol/shape-4", "sol/shape-2"}
     assert {k for p in profiles.values() for k in p["kernels"]} == {"row_softmax_naive", "row_softmax_regs"}

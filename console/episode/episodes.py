@@ -11,16 +11,25 @@ file belongs to the episode running now.
 
 An ``EpisodeRecord`` is one row of the history: what the episode's own files say. A value
 no file gives is ``None``, and ``unknown`` says why, never 0.
+
+Profiles outlive their episode too: AKA archives an ended episode's worktree files, its
+``profiles/`` among them, under ``episodes/eNNNN/archive/worktree_files/``, and a worktree
+still on disk keeps its own (``eNNNN-<hex>``). ``profile_episode`` reads a profile's episode
+from that place; ``campaign_profiles`` tags every profile with it and says which are the
+current episode's (the funnel and the dominant kernel read only those).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import msgspec
+
+from console.profiling.result import ProfileResult
 
 from .phase_timing import PhaseTiming
 
@@ -30,12 +39,46 @@ if TYPE_CHECKING:
     from .state import AbbaComparison
 
 _ARCHIVED = re.compile(r"(?:^|[/\\])\.atrex_long_horizon[/\\]episodes[/\\]e([0-9]+)[/\\]")
+# <parent>/.atrex_long_horizon_worktrees/<campaign>/eNNNN-<hex>/ (AKA names each worktree so)
+_WORKTREE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon_worktrees[/\\][^/\\]+[/\\]e([0-9]+)(?:-[^/\\]*)?[/\\]")
 
 
 def archived_episode(path: str) -> int | None:
     """The episode number of a file under ``.atrex_long_horizon/episodes/eNNNN/``, else None."""
     found = _ARCHIVED.search(path)
     return int(found.group(1)) if found else None
+
+
+def profile_episode(directory: str) -> int | None:
+    """The episode a profile directory's place names: an ended episode's archived worktree
+    files, or a worktree named after its episode; None: neither (a root's own profiles/)."""
+    found = _ARCHIVED.search(directory) or _WORKTREE.search(directory)
+    return int(found.group(1)) if found else None
+
+
+class CampaignProfile(msgspec.Struct, frozen=True):
+    """One profile of the campaign, tagged with its episode."""
+
+    episode: int | None  # None: no episode is known for it
+    current: bool  # the current episode's: what the funnel shows
+    profile: ProfileResult
+
+
+def campaign_profiles(profiles: Iterable[ProfileResult], current: int | None,
+                      worktree: str | None) -> tuple[CampaignProfile, ...]:
+    """Every profile, oldest episode first (by directory within one), each with its episode.
+
+    A profile is the current episode's when its place names that episode, when it is in the
+    worktree shown, or when its place names none (the campaign root's own profiles/, where an
+    episode without a worktree works: it counts as the current episode's)."""
+    inside = os.path.join(worktree, "") if worktree else None
+    tagged = []
+    for profile in profiles:
+        number = profile_episode(profile.dir)
+        shown = number is None or (inside is not None and profile.dir.startswith(inside))
+        is_current = shown or (number is not None and number == current)
+        tagged.append(CampaignProfile(current if number is None else number, is_current, profile))
+    return tuple(sorted(tagged, key=lambda p: (p.episode is None, p.episode or 0, p.profile.dir)))
 
 
 def by_episode(paths: Iterable[str]) -> dict[int | None, set[str]]:

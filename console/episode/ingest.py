@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.formats.job_record import JobRecord, job_record_from_obj
@@ -27,7 +26,7 @@ from .git_repo import head_stamp
 from .guards import GIT_RULE_DIRS, GIT_RULE_FILES, read_by_git_rules
 from .incumbent import incumbent_version_commit
 from .locations import WORKTREES_DIR
-from .registry import Artifact, artifact_at
+from .registry import ARTIFACTS, EPISODES_DIR, PROFILES, WORKTREE_FILES, Artifact, artifact_at
 from .tailer import Tailer
 from .workspace import Workspace
 
@@ -41,6 +40,8 @@ SKIP_DIRS = frozenset(
      WORKTREES_DIR, "archive", "slots", ".whl", "harness"}
 )
 MAX_DEPTH = 8
+# What is read outside the roots shown (registry.Artifact.every_worktree): the profiles.
+EVERY_WORKTREE = frozenset(row.kind for row in ARTIFACTS if row.every_worktree)
 
 
 def _stamp(path: str) -> Stamp | None:
@@ -68,12 +69,36 @@ class Ingest:
 
     # -- discovery -----------------------------------------------------------------------
 
-    def _walk(self) -> Iterator[tuple[Artifact, str]]:
-        """(artifact, absolute path) of every artifact file under the workspace roots."""
+    def _places(self) -> Iterator[tuple[str, str, bool, frozenset[str] | None]]:
+        """Where to walk: (directory, its path relative to its root, whether that root is the
+        campaign's, the kinds read there; None: every kind). The roots shown, then the profiles
+        of the campaign's other worktrees and of its ended episodes' archived worktree files."""
+        campaign_root = self.workspace.campaign_root
         for root in self.workspace.roots:
-            campaign = root == self.workspace.campaign_root
+            yield str(root), "", root == campaign_root, None
+        for directory, prefix in self._profile_places():
+            yield directory, prefix, False, EVERY_WORKTREE
+
+    def _profile_places(self) -> Iterator[tuple[str, str]]:
+        """(directory, its path relative to its root) of each profiles/ outside the roots shown."""
+        shown = set(self.workspace.roots)
+        for worktree in self.workspace.worktrees:
+            if worktree not in shown:
+                yield str(worktree / PROFILES), PROFILES
+        episodes = self.workspace.campaign_root / EPISODES_DIR
+        try:
+            names = sorted(entry.name for entry in os.scandir(episodes) if entry.is_dir(follow_symlinks=False))
+        except OSError:
+            return
+        for name in names:  # registry.artifact_at keeps only the eNNNN ones
+            prefix = f"{EPISODES_DIR}{name}/{WORKTREE_FILES}{PROFILES}"
+            yield str(self.workspace.campaign_root / prefix), prefix
+
+    def _walk(self) -> Iterator[tuple[Artifact, str]]:
+        """(artifact, absolute path) of every artifact file under the workspace's places."""
+        for top, top_prefix, campaign, kinds in self._places():
             # The relative path is carried down the walk ("a/b/"), not recomputed per file.
-            stack = [(str(root), "", 0)]
+            stack = [(top, top_prefix, 0)]
             while stack:
                 directory, prefix, depth = stack.pop()
                 try:
@@ -86,7 +111,8 @@ class Ingest:
                             stack.append((entry.path, f"{prefix}{entry.name}/", depth + 1))
                     elif entry.is_file(follow_symlinks=False):
                         artifact = artifact_at(prefix + entry.name)
-                        if artifact is not None and (campaign or not artifact.campaign_only):
+                        if artifact is not None and (campaign or not artifact.campaign_only) and (
+                                kinds is None or artifact.kind in kinds):
                             yield artifact, entry.path
 
     def _found(self) -> list[tuple[Artifact, str]]:
@@ -102,18 +128,20 @@ class Ingest:
         directory = self._directories.get(os.path.dirname(path))
         if directory is not None:
             return directory[0]
-        for root in self.workspace.roots:
+        for top, top_prefix, campaign, kinds in self._places():
             try:
-                rel = os.path.relpath(path, root)
+                rel = os.path.relpath(path, top)
             except ValueError:
                 continue
             if rel.startswith(".."):
                 continue
             parts = rel.split(os.sep)
             if any(p in SKIP_DIRS for p in parts[:-1]):
-                return None
-            artifact = artifact_at("/".join(parts))
-            if artifact is not None and artifact.campaign_only and Path(root) != self.workspace.campaign_root:
+                continue  # not walked from here (an archived profile is, from its own place)
+            artifact = artifact_at(top_prefix + "/".join(parts))
+            if artifact is not None and artifact.campaign_only and not campaign:
+                continue
+            if artifact is not None and kinds is not None and artifact.kind not in kinds:
                 continue
             return artifact
         return None
@@ -262,7 +290,7 @@ class Ingest:
         return events
 
     def _read_directory(self, artifact: Artifact, directory: str) -> list[Event]:
-        names = [pattern.rsplit("/", 1)[-1] for pattern in artifact.patterns]
+        names = list(dict.fromkeys(pattern.rsplit("/", 1)[-1] for pattern in artifact.patterns))
         stamp = tuple(_stamp(os.path.join(directory, name)) for name in names)
         previous = self._directories.get(directory)
         if previous is not None and previous[1] == stamp:

@@ -4,7 +4,9 @@ The dominant kernel is the one an operator means by "the kernel": it is what the
 selects first and what a deep profile targets. A profile's own ``dominant_kernel`` is the
 profiler's pick among the kernels of the program it ran, which leaves out the input
 generators (``init_curand`` runs longest in a survey but only fills the inputs). Across
-profiles, the dominant kernel is the one of those picks with the largest total duration.
+profiles, the dominant kernel is the one of those picks with the largest total duration; a
+pick no profile gives a duration for cannot be weighed, and with no duration at all there is no
+dominant kernel, only the reason.
 """
 
 from __future__ import annotations
@@ -28,20 +30,33 @@ def profile_shape(profile_dir: str) -> str | None:
     return name[len(SHAPE_PREFIX):] if name.startswith(SHAPE_PREFIX) else None
 
 
-def dominant_kernel(profiles: Iterable[ProfileResult]) -> str | None:
-    """The profilers' dominant pick with the largest duration summed over every profile
-    (a name no profile picks is never dominant; None when no profile names one)."""
+def dominant_kernel(profiles: Iterable[ProfileResult]) -> tuple[str | None, str | None]:
+    """The profilers' pick with the largest duration summed over every profile, and None or
+    why there is none. A name no profile picks is never dominant; a pick no profile states a
+    duration for has none to compare, so when none of the picks has one there is no answer
+    (an order of names would only be a guess)."""
     totals: dict[str, float] = {}
     picked: set[str] = set()
+    count = 0
     for profile in profiles:
+        count += 1
         if profile.dominant_kernel:
             picked.add(profile.dominant_kernel)
+        stated = False
         for kernel in profile.kernels:
             if kernel.duration_ns is not None:
                 totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.duration_ns
+                stated = stated or kernel.name == profile.dominant_kernel
+        if not stated and profile.dominant_kernel and profile.dominant_duration_ns is not None:
+            totals[profile.dominant_kernel] = totals.get(profile.dominant_kernel, 0.0) + profile.dominant_duration_ns
+    if not count:
+        return None, "no profile of the current episode"
     if not picked:
-        return None
-    return max(sorted(picked), key=lambda name: totals.get(name, 0.0))
+        return None, "no profile of the current episode names a kernel"
+    timed = sorted(name for name in picked if name in totals)
+    if not timed:
+        return None, "no profile of the current episode states a duration for a kernel it picks"
+    return max(timed, key=lambda name: totals[name]), None
 
 
 def job_elapsed(job: JobRecord, now: float | None) -> float | None:

@@ -35,7 +35,7 @@ from console.formats.telemetry_builders import PHASES
 
 from . import events as ev
 from .comparisons import Comparisons
-from .episodes import NO_RUNTIME, RuntimeFacts, SandboxCounts, build_history, by_episode
+from .episodes import NO_RUNTIME, RuntimeFacts, SandboxCounts, build_history, by_episode, campaign_profiles
 from .guards import evaluate_guards
 from .job_logs import JobLogs
 from .job_outcome import job_outcome
@@ -515,7 +515,10 @@ class Reducer:
                 by_sha.setdefault(sha, []).append(evaluation)
         versions = self._all(ev.MEMORY_VERSION, sort_key=_version_key)
         jobs = self._all(ev.JOB, sort_key=lambda job: job.created_at or "")[::-1]
-        profiles = self._all(ev.PROFILE)
+        every_profile = campaign_profiles(self._all(ev.PROFILE), record.episode if record is not None else None,
+                                          self._meta["worktree"])
+        profiles = tuple(tagged.profile for tagged in every_profile if tagged.current)
+        dominant, dominant_unknown = dominant_kernel(profiles)
         state = EpisodeState(
             campaign_root=self._meta["campaign_root"],
             campaign=self._meta["campaign"],
@@ -547,7 +550,9 @@ class Reducer:
             versions=versions,
             incumbent_curve=_incumbent_curve(versions),
             profiles=profiles,
-            dominant_kernel=dominant_kernel(profiles),
+            campaign_profiles=every_profile,
+            dominant_kernel=dominant,
+            dominant_kernel_unknown=dominant_unknown,
             abba=abba,
             timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
             timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),

@@ -55,6 +55,14 @@ Layout = Literal["lines", "document", "directory", "derived"]
 # the same files as a live episode's, read by the same rows, told apart by their path.
 ARCHIVED = ".atrex_long_horizon/episodes/e<N>/episode_runtime/"
 ARCHIVED_VERIFY = ".atrex_long_horizon/episodes/e<N>/verification_runtime/*/"
+# Profiles are an episode's evidence and outlive it: AKA archives an ended episode's worktree
+# files, its profiles/ among them, under WORKTREE_FILES; ingest also reads the profiles/ of every
+# worktree of the campaign still on disk (``Artifact.every_worktree``). Each profile's path says
+# its episode (console.episode.episodes.profile_episode).
+EPISODES_DIR = ".atrex_long_horizon/episodes/"
+WORKTREE_FILES = "archive/worktree_files/"
+ARCHIVED_WORKTREE = EPISODES_DIR + "e<N>/" + WORKTREE_FILES
+PROFILES = "profiles/"
 
 
 class Artifact(msgspec.Struct, frozen=True):
@@ -70,6 +78,9 @@ class Artifact(msgspec.Struct, frozen=True):
     # Only the campaign root's copy counts: a worktree is a checkout of the base commit,
     # so its memory/ and runtime files say what the campaign already says.
     campaign_only: bool = False
+    # Read in every worktree of the campaign and in the ended episodes' archived worktree
+    # files too, not only in the roots shown (ingest walks their ``PROFILES`` directory there).
+    every_worktree: bool = False
     about: str = ""
 
     def reader(self) -> Callable[..., Any]:
@@ -113,8 +124,10 @@ ARTIFACTS: tuple[Artifact, ...] = (
              abba.read_abba_verdict, abba.parse_verdict, about="an ABBA verification's verdict"),
     Artifact(ev.ABBA_RUN, ("**/.atrex_long_horizon_verify/*/runs.jsonl", ARCHIVED_VERIFY + "runs.jsonl"), "lines", abba.AbbaRun,
              abba.parse_abba_run_line, abba.parse_abba_run, about="ABBA runs as they complete"),
-    Artifact(ev.PROFILE, ("profiles/**/gateway_profile.json", "profiles/**/summary.txt"), "directory", ProfileResult,
-             load_profile_dir, about="one profile directory"),
+    Artifact(ev.PROFILE, (PROFILES + "**/gateway_profile.json", PROFILES + "**/summary.txt",
+                          ARCHIVED_WORKTREE + PROFILES + "**/gateway_profile.json",
+                          ARCHIVED_WORKTREE + PROFILES + "**/summary.txt"), "directory", ProfileResult,
+             load_profile_dir, every_worktree=True, about="one profile directory, of any episode of the campaign"),
     Artifact(ev.TIMELINE_RECEIPT, ("**/receipt.json",), "document", timeline.TimelineReceipt,
              timeline.read_timeline_receipt, timeline.receipt_from_obj, about="a timeline capture's receipt"),
     Artifact(ev.MEASURE_RUN, ("**/*.runs.jsonl",), "lines", timeline.MeasureRun,
@@ -157,7 +170,7 @@ def markdown_table() -> str:
     for row in ARTIFACTS:
         where = "<br>".join(f"`{p}`" for p in row.patterns) or "(not a file)"
         reader = f"`{row.read.__module__}.{row.read.__name__}`" if row.read is not None else "—"
-        scope = " (campaign root only)" if row.campaign_only else ""
+        scope = " (campaign root only)" if row.campaign_only else " (every worktree)" if row.every_worktree else ""
         lines.append(f"| {where}{scope} | {row.about} | `{row.kind}` | {row.layout} | `{row.record_type.__name__}` | {reader} |")
     return "\n".join(lines) + "\n"
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Never
 import msgspec
 
 if TYPE_CHECKING:
-    from console.episode.episodes import EpisodeRecord
+    from console.episode.episodes import CampaignProfile, EpisodeRecord
     from console.episode.git_facts import GitFacts
     from console.episode.preflight import Preflight
     from console.formats.abba import AbbaRun, AbbaVerdict
@@ -182,8 +182,10 @@ class EpisodeState(msgspec.Struct, frozen=True):
     evaluations_by_sha: Mapping[str, tuple[EvaluationRecord, ...]] = EMPTY
     versions: tuple[MemoryVersion, ...] = ()  # sorted by version number
     incumbent_curve: tuple[tuple[int, float, str], ...] = ()  # (version, figure, kind)
-    profiles: tuple[ProfileResult, ...] = ()  # one per profile directory
-    dominant_kernel: str | None = None  # console.episode.kernels.dominant_kernel of the profiles
+    profiles: tuple[ProfileResult, ...] = ()  # the current episode's, one per profile directory (the funnel's)
+    campaign_profiles: tuple[CampaignProfile, ...] = ()  # every episode's, tagged (episodes.campaign_profiles)
+    dominant_kernel: str | None = None  # console.episode.kernels.dominant_kernel of ``profiles``
+    dominant_kernel_unknown: str | None = None  # why ``dominant_kernel`` is None
     abba: tuple[AbbaVerdict, ...] = ()
     abba_runs: Mapping[str, Sequence[AbbaRun]] = EMPTY  # runs.jsonl path -> runs as they complete
     abba_comparisons: tuple[AbbaComparison, ...] = ()  # one per verification, newest first

@@ -97,9 +97,12 @@ def render_status(doc: dict[str, Any]) -> str:
             lines.append(f"          {gate['failure_reason']}")
     lines.extend(_episodes(doc["episodes"]))
     for profile in doc["profiles"]:
+        if not profile["current"]:  # the current episode's, as the console's funnel shows
+            continue
+        symptoms = "unknown" if profile["symptoms"] is None else ", ".join(profile["symptoms"]) or "none"
         lines.append(
             f"profile   {_short(profile['dir'], *roots)}  level {_fmt(profile['level'])}  bottleneck {_fmt(profile['bottleneck'])}"
-            f"  symptoms {', '.join(profile['symptoms']) or 'none'}"
+            f"  symptoms {symptoms}"
         )
     for verification in doc["abba"]:
         lines.append(

@@ -108,7 +108,12 @@ def episode_facts(state: EpisodeState) -> dict[str, Any]:
     }
 
 
-def _phases(state: EpisodeState) -> dict[str, Any]:
+def _phases(state: EpisodeState, runtime: RuntimeFacts, unknown: dict[str, str]) -> dict[str, Any] | None:
+    """episcope's own pairing of the current episode's phases; None without a telemetry file
+    to measure them in (no phases measured is ``{}``), ``unknown`` saying why."""
+    if runtime.telemetry_events is None:
+        unknown["phases"] = unknown.get("telemetry_events") or "no telemetry.jsonl for the current episode"
+        return None
     phases = {
         phase: {"wall_seconds": total.wall_seconds, "intervals": total.intervals, "measurement": total.measurement}
         for phase, total in state.phase_totals.items()
@@ -180,25 +185,42 @@ def _versions(state: EpisodeState) -> list[dict[str, Any]]:
 
 
 def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
-    return [
-        {
+    """Every profile of the campaign, oldest episode first, each with its episode; ``current``
+    marks the current episode's (the console's funnel shows only those)."""
+    out = []
+    for tagged in state.campaign_profiles:
+        profile = tagged.profile
+        diagnosed = profile.patterns_unknown is None
+        out.append({
             "dir": profile.dir,
+            "episode": tagged.episode,
+            "current": tagged.current,
             "level": profile.level,
             "shape": profile_shape(profile.dir),
             "kernels": [k.name for k in profile.kernels],
             "bottleneck": profile.bottleneck,
-            "symptoms": list(profile.symptoms),
+            "symptoms": list(profile.symptoms) if diagnosed else None,
             "localize": list(profile.localize),
             "kernel_sha256": profile.kernel_sha256,
-            "patterns": [{"id": p[0], "severity": p[1], "label": p[2]} for p in profile.patterns],
+            "patterns": [{"id": p[0], "severity": p[1], "label": p[2]} for p in profile.patterns] if diagnosed else None,
+            "patterns_unknown": profile.patterns_unknown,
             "kernel_count": profile.kernel_count,
             "kernels_omitted": profile.kernels_omitted,
             "job": None if profile.job_id is None else {"job_id": profile.job_id, "status": profile.job_status},
             "aka_patterns": None if profile.aka_patterns is None else [p.to_json() for p in profile.aka_patterns],
             "aka_patterns_unknown": profile.aka_patterns_unknown,
-        }
-        for profile in state.profiles
-    ]
+        })
+    return out
+
+
+def _episodes(state: EpisodeState) -> list[dict[str, Any]]:
+    """The campaign view: each episode's record and the directories of its profiles."""
+    out = []
+    for record in state.episodes:
+        entry = record.to_json()
+        entry["profiles"] = [p.profile.dir for p in state.campaign_profiles if p.episode == record.episode]
+        out.append(entry)
+    return out
 
 
 def _runtime(state: EpisodeState) -> tuple[RuntimeFacts, dict[str, str]]:
@@ -403,6 +425,8 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
     reading = state.gpu if gpu is None else gpu
     checks = state.preflight if preflight is None else preflight
     runtime, unknown = _runtime(state)
+    if state.dominant_kernel_unknown is not None:
+        unknown["dominant_kernel"] = state.dominant_kernel_unknown
     return {
         "schema_version": SCHEMA_VERSION,
         "campaign": {"name": state.campaign, "root": state.campaign_root},
@@ -410,7 +434,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "active_phase": None
         if active is None
         else {"phase": active.phase, "iteration_id": active.iteration_id, "attempt_id": active.attempt_id, "started_at": active.start_at},
-        "phases": _phases(state),
+        "phases": _phases(state, runtime, unknown),
         "phase_timing": None if runtime.phase_timing is None else runtime.phase_timing.to_json(),
         "orchestration_seconds": state.orchestration_seconds,
         "telemetry_events": runtime.telemetry_events,
@@ -422,7 +446,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "versions": _versions(state),
         "supervisor": _supervisor(state.supervisor),
         "attempts": _attempts(state),
-        "episodes": [record.to_json() for record in state.episodes],
+        "episodes": _episodes(state),
         "live_memory": _live_memory(state),
         "telemetry_summaries": _telemetry_summaries(state),
         "journal": None

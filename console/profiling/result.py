@@ -8,7 +8,7 @@ import msgspec
 
 from console.formats.jsonio import read_json_document
 from console.formats.problems import FormatError, Unreadable
-from console.formats.profile_json import GatewayProfile, ProfileKernel, read_gateway_profile
+from console.formats.profile_json import ProfileKernel, read_gateway_profile
 from console.formats.profile_summary import read_profile_summary
 
 from .aka_diagnosis import AkaPattern, classify, is_aka_layout
@@ -26,6 +26,7 @@ class ProfileResult(msgspec.Struct, frozen=True):
     kernel_sha256: str | None
     stalls: tuple[tuple[str, float], ...]  # deep: top stall reasons (cycles per issued instruction)
     patterns: tuple[tuple[str, str, str, tuple[str, ...]], ...]
+    # The file's pick, else summary.txt's kernel, else the longest kernel (as AKA's projection picks).
     dominant_kernel: str | None
     kernel_count: int | None = None  # all the profiler saw, where the file says (a projection keeps at most 32)
     kernels_omitted: int | None = None
@@ -35,6 +36,11 @@ class ProfileResult(msgspec.Struct, frozen=True):
     # patterns; None when it cannot be told, and aka_patterns_unknown says why.
     aka_patterns: tuple[AkaPattern, ...] | None = None
     aka_patterns_unknown: str | None = None
+    # The pick's duration where no kernel entry states it: summary.txt's ``Duration:``.
+    dominant_duration_ns: float | None = None
+    # Why ``patterns`` and ``symptoms`` are not known (empty then): nothing diagnosed this
+    # directory, neither a summary.txt nor a diagnosis in gateway_profile.json.
+    patterns_unknown: str | None = None
 
     def to_json(self) -> dict:
         return {"dir": self.dir, "level": self.level, "kernels": [k.to_json() for k in self.kernels],
@@ -44,11 +50,18 @@ class ProfileResult(msgspec.Struct, frozen=True):
                 "dominant_kernel": self.dominant_kernel, "kernel_count": self.kernel_count,
                 "kernels_omitted": self.kernels_omitted, "job_id": self.job_id, "job_status": self.job_status,
                 "aka_patterns": None if self.aka_patterns is None else [list(p) for p in self.aka_patterns],
-                "aka_patterns_unknown": self.aka_patterns_unknown}
+                "aka_patterns_unknown": self.aka_patterns_unknown,
+                "dominant_duration_ns": self.dominant_duration_ns, "patterns_unknown": self.patterns_unknown}
 
 
-def _dominant(doc: GatewayProfile):
-    return next((k for k in doc.kernels if k.name == doc.dominant_kernel), doc.kernels[0] if doc.kernels else None)
+def _longest(kernels: tuple[ProfileKernel, ...]) -> ProfileKernel | None:
+    """The kernel with the longest stated duration, the first of equals; None: none states one."""
+    timed = [k for k in kernels if k.duration_ns is not None]
+    return max(timed, key=lambda k: k.duration_ns or 0.0) if timed else None
+
+
+def _dominant(kernels: tuple[ProfileKernel, ...], pick: str | None) -> ProfileKernel | None:
+    return next((k for k in kernels if k.name == pick), kernels[0] if kernels else None)
 
 
 def _metrics_object(obj) -> dict:
@@ -80,8 +93,13 @@ def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]
         return None, problems
     aka, aka_unknown, aka_problems = aka_patterns(path)
     problems += aka_problems
-    top = _dominant(doc) if doc is not None else None
-    if doc is not None and top is not None:
+    kernels = doc.kernels if doc is not None else ()
+    longest = _longest(kernels)
+    pick = (doc.dominant_kernel if doc is not None else None) or (summary.kernel if summary else None) or (
+        longest.name if longest is not None else None)
+    top = _dominant(kernels, pick)
+    diagnosed = summary is not None or any(k.diagnostics for k in kernels)
+    if doc is not None and top is not None and any(k.diagnostics for k in kernels):
         patterns = tuple((str(d.get("id")), str(d.get("severity")), str(d.get("label")),
                           tuple(str(e) for e in d.get("evidence") or ())) for d in top.diagnostics)
     else:
@@ -90,21 +108,25 @@ def load_profile_dir(path) -> tuple[ProfileResult | None, tuple[Unreadable, ...]
     localize = doc.localize if doc is not None and doc.localize else (summary.localize if summary else ())
     # Only files that really are in this directory count as places to look.
     localize = tuple(rel for rel in localize if os.path.isfile(os.path.join(path, rel)))
+    stated = any(k.name == pick and k.duration_ns is not None for k in kernels)
+    summary_duration = summary.duration_us * 1e3 if summary and summary.duration_us is not None and summary.kernel == pick else None
     return ProfileResult(
         dir=path,
         level=doc.level if doc is not None else None,
-        kernels=doc.kernels if doc is not None else (),
+        kernels=kernels,
         bottleneck=top.bound if top is not None else None,
         symptoms=symptoms,
         localize=localize,
         kernel_sha256=doc.kernel_sha256 if doc is not None else None,
         stalls=summary.stalls if summary is not None else (),
         patterns=patterns,
-        dominant_kernel=(doc.dominant_kernel if doc is not None else None) or (summary.kernel if summary else None),
+        dominant_kernel=pick,
         kernel_count=doc.kernel_count if doc is not None else None,
         kernels_omitted=doc.kernels_omitted if doc is not None else None,
         job_id=doc.job_id if doc is not None else None,
         job_status=doc.job_status if doc is not None else None,
         aka_patterns=aka,
         aka_patterns_unknown=aka_unknown,
+        dominant_duration_ns=None if stated else summary_duration,
+        patterns_unknown=None if diagnosed else "nothing diagnosed this profile: no summary.txt and no diagnostics in gateway_profile.json",
     ), problems
