@@ -41,6 +41,20 @@ def test_archive_is_small_and_safe():
     assert "row_softmax/.git/HEAD" in names
 
 
+def test_verifications_are_archived_where_aka_archives_them():
+    """Each episode's ABBA directory sits under its record, episodes/eNNNN/verification_runtime/<uuid>/,
+    and the verdict in attempt.json names it."""
+    with tarfile.open(ARCHIVE) as tar:
+        names = set(tar.getnames())
+        for number in (1, 2):
+            record = f"row_softmax/.atrex_long_horizon/episodes/e{number:04d}"
+            artifact = json.loads(tar.extractfile(f"{record}/attempt.json").read())["verification"]["artifact"]
+            (verification,) = {n.split("/")[5] for n in names if n.startswith(f"{record}/verification_runtime/")}
+            assert artifact == f".atrex_long_horizon/episodes/e{number:04d}/verification_runtime/{verification}"
+            assert {f"row_softmax/{artifact}/{name}" for name in ("request-0001.json", "result.json", "runs.jsonl")} <= names
+    assert not any("verification_artifacts" in name.split("/") for name in names)
+
+
 def episode_worktree(number: int, env: dict) -> Path:
     """The worktree of episode ``number`` inside the copy the archive unpacks to."""
     return bundled_example.episode_worktree(Path(env["XDG_CACHE_HOME"]), number)
