@@ -112,7 +112,7 @@ def _phases(state: EpisodeState, runtime: RuntimeFacts, unknown: dict[str, str])
     """episcope's own pairing of the current episode's phases; None without a telemetry file
     to measure them in (no phases measured is ``{}``), ``unknown`` saying why."""
     if runtime.telemetry_events is None:
-        unknown["phases"] = unknown.get("telemetry_events") or "no telemetry.jsonl for the current episode"
+        unknown["phases"] = unknown["telemetry_events"]
         return None
     phases = {
         phase: {"wall_seconds": total.wall_seconds, "intervals": total.intervals, "measurement": total.measurement}
