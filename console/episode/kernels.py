@@ -30,33 +30,46 @@ def profile_shape(profile_dir: str) -> str | None:
     return name[len(SHAPE_PREFIX):] if name.startswith(SHAPE_PREFIX) else None
 
 
-def dominant_kernel(profiles: Iterable[ProfileResult]) -> tuple[str | None, str | None]:
-    """The profilers' pick with the largest duration summed over every profile, and None or
-    why there is none. A name no profile picks is never dominant; a pick no profile states a
-    duration for has none to compare, so when none of the picks has one there is no answer
-    (an order of names would only be a guess)."""
+def _picks(profiles: Iterable[ProfileResult]) -> tuple[int, set[str], dict[str, float]]:
+    """How many profiles, the kernels they pick, and each kernel's summed stated duration (a
+    pick no kernel entry times counts its profile's ``dominant_duration_ns``, summary.txt's)."""
     totals: dict[str, float] = {}
     picked: set[str] = set()
     count = 0
     for profile in profiles:
         count += 1
-        if profile.dominant_kernel:
-            picked.add(profile.dominant_kernel)
+        pick = profile.dominant_kernel
+        if pick:
+            picked.add(pick)
         stated = False
         for kernel in profile.kernels:
             if kernel.duration_ns is not None:
                 totals[kernel.name] = totals.get(kernel.name, 0.0) + kernel.duration_ns
-                stated = stated or kernel.name == profile.dominant_kernel
-        if not stated and profile.dominant_kernel and profile.dominant_duration_ns is not None:
-            totals[profile.dominant_kernel] = totals.get(profile.dominant_kernel, 0.0) + profile.dominant_duration_ns
-    if not count:
-        return None, "no profile of the current episode"
-    if not picked:
-        return None, "no profile of the current episode names a kernel"
+                stated = stated or kernel.name == pick
+        if pick and not stated and profile.dominant_duration_ns is not None:
+            totals[pick] = totals.get(pick, 0.0) + profile.dominant_duration_ns
+    return count, picked, totals
+
+
+def dominant_kernel(profiles: Iterable[ProfileResult]) -> str | None:
+    """The profilers' pick with the largest duration summed over every profile (a name no
+    profile picks is never dominant; a pick no profile gives a duration for cannot be
+    weighed; None when no pick can, ``why_no_dominant_kernel`` says why)."""
+    _, picked, totals = _picks(profiles)
     timed = sorted(name for name in picked if name in totals)
-    if not timed:
-        return None, "no profile of the current episode states a duration for a kernel it picks"
-    return max(timed, key=lambda name: totals[name]), None
+    return max(timed, key=lambda name: totals[name]) if timed else None
+
+
+def why_no_dominant_kernel(profiles: Iterable[ProfileResult]) -> str | None:
+    """Why ``dominant_kernel`` of the same profiles is None (None: it is not)."""
+    count, picked, totals = _picks(profiles)
+    if not count:
+        return "no profile of the current episode"
+    if not picked:
+        return "no profile of the current episode names a kernel"
+    if not any(name in totals for name in picked):
+        return "no profile of the current episode states a duration for a kernel it picks"
+    return None
 
 
 def job_elapsed(job: JobRecord, now: float | None) -> float | None:

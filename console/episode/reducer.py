@@ -39,7 +39,7 @@ from .episodes import NO_RUNTIME, RuntimeFacts, SandboxCounts, build_history, by
 from .guards import evaluate_guards
 from .job_logs import JobLogs
 from .job_outcome import job_outcome
-from .kernels import dominant_kernel
+from .kernels import dominant_kernel, why_no_dominant_kernel
 from .phase_timing import INVALID_MARKER, PhaseTimer
 from .phase_timing import combine as combine_timing
 from .registry import DOCUMENT_KINDS
@@ -518,7 +518,6 @@ class Reducer:
         every_profile = campaign_profiles(self._all(ev.PROFILE), record.episode if record is not None else None,
                                           self._meta["worktree"])
         profiles = tuple(tagged.profile for tagged in every_profile if tagged.current)
-        dominant, dominant_unknown = dominant_kernel(profiles)
         state = EpisodeState(
             campaign_root=self._meta["campaign_root"],
             campaign=self._meta["campaign"],
@@ -551,8 +550,8 @@ class Reducer:
             incumbent_curve=_incumbent_curve(versions),
             profiles=profiles,
             campaign_profiles=every_profile,
-            dominant_kernel=dominant,
-            dominant_kernel_unknown=dominant_unknown,
+            dominant_kernel=dominant_kernel(profiles),
+            dominant_kernel_unknown=why_no_dominant_kernel(profiles),
             abba=abba,
             timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
             timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),
