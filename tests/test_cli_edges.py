@@ -158,6 +158,20 @@ def test_an_unknown_event_kind_is_a_usage_error_that_lists_the_kinds(tmp_path):
     assert {json.loads(line)["kind"] for line in kinds.stdout.splitlines()} == {"abba", "telemetry"}
 
 
+def test_cancelling_a_job_of_an_archive_is_refused_as_read_only(tmp_path):
+    """An archive's jobs are records of another run: cancel refuses them (exit 1, one line),
+    by the .tar.gz or by a path inside its unpacked copy, and writes nothing into the copy."""
+    listed = episcope(tmp_path, "jobs", str(ARCHIVE), "--json")
+    job = json.loads(listed.stdout)["jobs"][0]["job_id"]
+    (copy,) = (tmp_path / "cache").glob("episcope/archives/*/")
+    before = sorted(str(p) for p in copy.rglob("*"))
+    for where in (str(ARCHIVE), str(copy / "row_softmax")):
+        out = episcope(tmp_path, "jobs", "cancel", job, "--workspace", where)
+        assert out.returncode == 1 and out.stdout == ""
+        assert out.stderr.strip().splitlines() == [f"episcope: {where}: archive: read-only (its jobs are records of another run)"]
+    assert sorted(str(p) for p in copy.rglob("*")) == before
+
+
 @pytest.mark.parametrize("verb", ["events", "watch", "replay", "serve"])
 def test_help_says_path_may_be_an_episode_archive(tmp_path, verb):
     out = episcope(tmp_path, verb, "--help")

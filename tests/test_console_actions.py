@@ -184,6 +184,41 @@ async def test_an_archive_opens_read_only_and_its_job_logs_come_from_the_copy(tm
         assert tail.stdout[-1] in shown and "── stderr" in shown and tail.stderr[-1] in shown
 
 
+@pytest.mark.parametrize("inside", ["e0001 worktree", "e0001 worktree's profiles", "campaign", "copy"])
+async def test_a_path_inside_an_archives_unpacked_copy_opens_read_only(tmp_path, monkeypatch, inside):
+    """The README's way to open the example's first episode (its worktree in the unpacked
+    copy), or any other directory of the copy, is the archive as much as the .tar.gz is:
+    ``watch`` opens it read-only, for the archive's reason."""
+    from console.cli import build_parser
+    from console.commands.watch import console_app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    opened = resolve_workspace(ARCHIVE)
+    (first,) = opened.campaign_root.parent.glob(f".atrex_long_horizon_worktrees/{opened.name}/e0001-*")
+    path = {"e0001 worktree": first, "e0001 worktree's profiles": first / "profiles",
+            "campaign": opened.campaign_root, "copy": opened.campaign_root.parent}[inside]
+    args = build_parser().parse_args(["watch", str(path), "--no-record"])
+    workspace = resolve_workspace(args.path)
+    assert workspace.archive == opened.campaign_root.parent.resolve()
+    assert workspace.worktree == (first if inside.startswith("e0001") else opened.worktree)
+    app = console_app(args, workspace)
+    assert app.readonly and app.launcher is None
+    notes = record_notes(app)
+    async with app.run_test(size=SIZE) as pilot:
+        assert await until(pilot, lambda: app.scanned and app.episode_state.jobs, 20)
+        await pilot.pause(0.3)
+        for action in ACTIONS:
+            assert app.why_blocked(action.name) == "archive: read-only"
+        await pilot.press("c")
+        await pilot.pause(0.1)
+        assert "Correctness run: not now (archive: read-only)" in notes
+        header = app.query_one(EpisodeHeader)
+        shown = "\n".join(strip.text for strip in header.render_lines(header.size.region))
+        assert "READ-ONLY" in shown and "LIVE" not in shown and "archive: read-only" in shown
+        assert f"episode {1 if inside.startswith('e0001') else 2}" in shown
+
+
 def test_the_preflight_is_recorded_and_replayed(tmp_path):
     from console.episode import events as ev
     from console.episode.preflight import PREFLIGHT_PATH, check_preflight

@@ -13,7 +13,7 @@ import pytest
 
 from console.episode import archive as archive_module
 from console.episode.archive import ArchiveError, open_archive
-from console.episode.workspace import resolve_workspace
+from console.episode.workspace import WorkspaceError, resolve_workspace
 from spine_helpers import git, make_campaign
 
 
@@ -121,3 +121,60 @@ def test_status_of_an_archive_with_a_duplicate_member_is_one_line(tmp_path):
                           text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == f"episcope: {packed}: duplicate archive member 'c/kernel.py'\n"
+
+
+def test_a_path_inside_a_copy_is_the_archive_whatever_it_holds(tmp_path, monkeypatch):
+    """Any directory of an unpacked copy (campaign, worktree, a directory in them) is the
+    archive, shown read-only; the worktree is the one the path is in. What says so is where
+    the copy lies (episcope's archive cache, its marker written by the unpacker), never a
+    file in the workspace: a live campaign holding a marker of its own stays live."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive_module._opened.clear()
+    campaign, worktree, _ = make_campaign(tmp_path / "origin")
+    git(campaign, "worktree", "add", "-q", "-b", "atrex/long-e0002-00000000", str(worktree.parent / "e0002-00000000"))
+    (worktree / "profiles").mkdir()
+    packed = tmp_path / "campaign.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(campaign, arcname=campaign.name)
+        tar.add(worktree.parent, arcname=f".atrex_long_horizon_worktrees/{campaign.name}")
+    opened = resolve_workspace(packed)
+    copy = opened.campaign_root.parent
+    first, second = opened.worktrees
+
+    for path, shown in [(copy, first), (opened.campaign_root, first), (opened.campaign_root / "memory", first),
+                        (copy / ".atrex_long_horizon_worktrees", first), (second, second), (first / "profiles", first)]:
+        workspace = resolve_workspace(path)
+        assert workspace.archive == copy.resolve(), path
+        assert (workspace.campaign_root, workspace.worktree, workspace.worktrees) == \
+            (opened.campaign_root.resolve(), shown.resolve(), tuple(w.resolve() for w in opened.worktrees)), path
+
+    # A marker planted in a live workspace (its campaign, its worktree, the directory above)
+    # is only a file: the workspace stays live, found through git as before.
+    for directory in (campaign, worktree, campaign.parent):
+        (directory / archive_module.DONE_MARKER).write_text(archive_module.COPY_FORMAT, encoding="utf-8")
+    assert resolve_workspace(campaign).archive is None and resolve_workspace(worktree).archive is None
+    assert resolve_workspace(worktree).worktree == worktree
+
+
+@pytest.mark.parametrize("damage", ["staging", "no marker", "older copy"])
+def test_a_path_in_the_archive_cache_outside_a_complete_copy_is_refused(tmp_path, monkeypatch, damage):
+    """Archive content that no finished unpack made safe (a staging directory, a copy whose
+    marker is gone or was written by an older unpacker) is never opened, live or not."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive_module._opened.clear()
+    packed = tmp_path / "plain.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        add_file(tar, "camp/.atrex_long_horizon/active_episode.json", b"{}")
+    copy = resolve_workspace(packed).campaign_root.parent
+    marker = copy / archive_module.DONE_MARKER
+    if damage == "staging":
+        target = copy.parent / ".unpack-abc" / "camp"
+        (target / ".atrex_long_horizon").mkdir(parents=True)
+    else:
+        target = copy / "camp"
+        if damage == "no marker":
+            marker.unlink()
+        else:
+            marker.write_text("episcope archive copy 1\n", encoding="utf-8")
+    with pytest.raises(WorkspaceError, match="inside episcope's archive cache but in no complete unpacked copy"):
+        resolve_workspace(target)

@@ -42,8 +42,10 @@ def add_arguments(parser) -> None:
     )
 
 
-def _roots(path: str) -> list[Path]:
-    from console.cli import CommandError
+def _roots(path: str, *, changing: bool = False) -> list[Path]:
+    """Where the jobs of ``path`` are; ``changing``: for an action that writes there (cancel),
+    which an archive (or any path inside its unpacked copy) refuses."""
+    from console.cli import EXIT_FAILURE, CommandError
     from console.episode.workspace import WorkspaceError, resolve_workspace
 
     start = Path(path).expanduser()
@@ -51,6 +53,8 @@ def _roots(path: str) -> list[Path]:
         workspace = resolve_workspace(start)
     except WorkspaceError as exc:
         raise CommandError(str(exc)) from None  # as `status` does: a missing path, a file, a non-workspace
+    if changing and workspace.archive is not None:
+        raise CommandError(f"{visible(path)}: archive: read-only (its jobs are records of another run)", EXIT_FAILURE)
     if workspace.archive is not None:  # a packed episode: its unpacked copy's roots only
         return [root.resolve() for root in workspace.roots]
     roots = [start.resolve()]
@@ -69,7 +73,7 @@ def _find_job(words: list[str], workspace: str | None):
     job_id = words[1]
     if "/" in job_id or job_id in (".", ".."):
         raise CommandError(f"{visible(job_id)!r} is not a job id")
-    for root in _roots(workspace or "."):
+    for root in _roots(workspace or ".", changing=words[0] == "cancel"):
         directory = job_dir(root, job_id)
         found = read_job_record(directory / RECORD_NAME)
         if found.problems:

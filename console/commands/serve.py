@@ -3,7 +3,8 @@
 Each browser session runs its own ``episcope watch`` process. The server listens on
 127.0.0.1 unless ``--host`` names another interface, and answers only URLs that carry the
 token it prints (``console/web_server.py`` says why). Any other interface exposes the
-console to a network: serve warns and every session is read-only.
+console to a network: serve warns and every session is read-only. An archive's sessions are
+read-only too, as ``episcope watch`` on it is.
 """
 
 from __future__ import annotations
@@ -83,7 +84,14 @@ def run(args) -> int:
     # Sessions run `python -m console.cli`: make this checkout importable for them too.
     root = str(Path(__file__).resolve().parent.parent.parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    path = str(workspace.worktree if Path(args.path).resolve() == workspace.worktree else workspace.campaign_root)
+    # The worktree the operator named (or a directory in it), else the campaign: what
+    # resolve_workspace shows for PATH is what each session shows.
+    asked = Path(args.path).expanduser().resolve()
+    worktree = workspace.worktree
+    path = str(worktree if worktree is not None and asked.is_relative_to(worktree) else workspace.campaign_root)
+    # A session opens the unpacked copy of an archive, which it knows for one by where it lies
+    # (workspace.py); --readonly says so on its command line too.
+    readonly = readonly or workspace.archive is not None
     server = EpiscopeServer(command_argv(path, readonly=readonly), host=host, port=args.port,
                             title=f"episcope — {workspace.name}", max_sessions=args.max_sessions)
     try:

@@ -30,9 +30,16 @@ def run(args) -> int:
     if not sys.stdout.isatty() and "TEXTUAL_DRIVER" not in os.environ:
         raise CommandError("the console needs a terminal; for output a program can read use "
                            "`episcope status --json` or `episcope events`")
+    app = console_app(args, workspace)
+    app.run()
+    return app.return_code or 0
 
+
+def console_app(args, workspace):
+    """The console ``watch`` runs on ``workspace`` (what ``args.path`` resolved to)."""
     from console.actions import JobLauncher
     from console.app import EpiscopeApp
+    from console.cli import CommandError
     from console.episode.replay import Recorder, new_recording_path, prune_recordings
 
     recorder = None
@@ -53,11 +60,10 @@ def run(args) -> int:
         return Session(args.path, workspace=workspace, on_event=recorder.record if recorder else None)
 
     # An archive's unpacked copy is shared by every later look at it: nothing may change it.
+    # Opened by any path inside the copy, the workspace is an archive all the same (workspace.py).
     readonly = args.readonly or workspace.archive is not None
     launcher = None if readonly else JobLauncher(workspace.episode_root)
     # This machine's GPU says nothing about a recorded episode: an archive is not sampled.
-    app = EpiscopeApp(workspace=workspace, open_session=open_session, readonly=readonly, launcher=launcher,
-                      recorder=recorder, sample_gpu=workspace.archive is None,
-                      readonly_reason="archive: read-only" if workspace.archive is not None else "read-only")
-    app.run()
-    return app.return_code or 0
+    return EpiscopeApp(workspace=workspace, open_session=open_session, readonly=readonly, launcher=launcher,
+                       recorder=recorder, sample_gpu=workspace.archive is None,
+                       readonly_reason="archive: read-only" if workspace.archive is not None else "read-only")

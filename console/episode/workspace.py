@@ -8,6 +8,15 @@ campaign's ``.git``; from a campaign, episode worktrees live under
 The repository is found with GitPython, through ``git_repo`` like every other git use. A
 packed episode (``.tar.gz``) is opened as the copy ``archive`` made of it, whose layout is
 known: git is not asked where that campaign is, and the worktree shown is one of the copy's.
+
+A path inside such a copy (its campaign, a worktree, any directory under them) is an archive
+too, shown read-only like the ``.tar.gz``. What says so is where the path is, never what it
+holds: a copy is a directory directly under episcope's own archive cache (``archive.cache_root``,
+the user cache directory platformdirs names) holding the marker the unpacker writes last
+(``archive.DONE_MARKER``, reading ``archive.COPY_FORMAT``). Everything below that directory
+came out of the archive, and a file of the marker's name anywhere else (planted in a
+workspace, or packed into an archive) counts for nothing: no workspace can make itself read-only, or
+live, by its content.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import msgspec
 from console.formats import jsonio
 from console.formats.problems import Unreadable
 
-from .archive import ArchiveError, open_archive
+from .archive import COPY_FORMAT, DONE_MARKER, ArchiveError, cache_root, open_archive
 from .git_repo import find_repo
 from .locations import RUNTIME_DIR, WORKTREES_DIR
 
@@ -35,7 +44,9 @@ class Workspace(msgspec.Struct, frozen=True):
     campaign_root: Path
     worktree: Path | None  # the episode worktree shown (active, else newest), if any
     worktrees: tuple[Path, ...]  # every episode worktree of the campaign
-    archive: Path | None = None  # the packed episode this is an unpacked copy of (shown read-only)
+    # The packed episode this is an unpacked copy of (shown read-only): the .tar.gz it was
+    # opened from, or the copy's directory when a path inside the copy was given.
+    archive: Path | None = None
     # What choosing the worktree ignored, reported with the document that said it (an
     # active_episode.json naming a directory that is not one of the campaign's worktrees).
     problems: tuple[Unreadable, ...] = ()
@@ -103,9 +114,12 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     if not start.is_dir():  # a FIFO, a socket, a device: never opened
         raise WorkspaceError(f"{start}: not a directory or a .tar.gz archive")
     start = start.resolve()
+    copy = archive_copy(start)
+    if copy is not None:
+        return msgspec.structs.replace(_workspace_in_copy(copy, start), archive=copy)
     paths = find_repo(start)
     if paths is None:
-        # Not a git repo: still show what the files say (an archive copy, a fixture).
+        # Not a git repo: still show what the files say (a fixture, a campaign copied without git).
         if (start / RUNTIME_DIR).is_dir() or (start / "memory").is_dir() or (start / "kernel.py").exists():
             return Workspace(start, None, ())
         raise WorkspaceError(f"{start}: not an episode workspace (no git repo, no {RUNTIME_DIR}/, no memory/)")
@@ -156,3 +170,48 @@ def _unpacked_workspace(campaign_root: Path) -> Workspace:
     if worktree is None and worktrees:
         worktree = worktrees[-1]
     return Workspace(campaign_root, worktree, worktrees)
+
+
+def archive_copy(path: Path) -> Path | None:
+    """The unpacked archive copy that ``path`` (resolved) lies in, if any (see the module
+    docstring). A path in the archive cache that is in no complete copy of this episcope's
+    making (a staging directory, an unpack cut short, a copy an older unpacker made) is
+    refused: it is an archive's content that nobody has made safe to open."""
+    root = cache_root().resolve()
+    if not path.is_relative_to(root) or path == root:
+        return None
+    copy = root / path.relative_to(root).parts[0]
+    marker = copy / DONE_MARKER
+    try:
+        complete = marker.is_file() and marker.read_text(encoding="utf-8") == COPY_FORMAT
+    except (OSError, UnicodeDecodeError):
+        complete = False
+    if not complete:
+        raise WorkspaceError(f"{path}: inside episcope's archive cache but in no complete unpacked copy; "
+                             "open the .tar.gz archive itself")
+    return copy
+
+
+def _workspace_in_copy(copy: Path, path: Path) -> Workspace:
+    """The workspace of ``path`` inside the unpacked copy ``copy``, read from the copy's
+    layout (``<campaign>/...`` or ``.atrex_long_horizon_worktrees/<campaign>/<worktree>/...``)
+    as ``_unpacked_workspace`` reads it: the worktree ``path`` is in, else the one the
+    campaign shows."""
+    parts = path.relative_to(copy).parts
+    in_worktrees = parts[:1] == (WORKTREES_DIR,)
+    if in_worktrees:
+        parts = parts[1:]
+    if not parts:  # the copy itself, or its worktrees directory: the copy's one campaign
+        campaigns = [c for c in copy.iterdir() if c.name != WORKTREES_DIR and c.is_dir() and not c.is_symlink()
+                     and ((c / ".git").is_dir() or (c / RUNTIME_DIR).is_dir())]
+        if len(campaigns) != 1:
+            raise WorkspaceError(f"{path}: expected one campaign directory in the unpacked copy, found {len(campaigns)}")
+        return _unpacked_workspace(campaigns[0])
+    if not (copy / parts[0]).is_dir():  # a worktrees directory naming no campaign of the copy
+        raise WorkspaceError(f"{path}: the unpacked copy has no campaign {parts[0]!r}")
+    workspace = _unpacked_workspace(copy / parts[0])
+    if in_worktrees and len(parts) > 1:
+        named = copy / WORKTREES_DIR / parts[0] / parts[1]
+        if named in workspace.worktrees:
+            return msgspec.structs.replace(workspace, worktree=named)
+    return workspace

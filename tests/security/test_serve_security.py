@@ -187,6 +187,51 @@ def test_a_non_loopback_bind_warns_and_every_session_is_read_only(served):
     assert b"warning: 0.0.0.0 is not a loopback address" in warning and b"read-only" in warning
 
 
+@pytest.mark.parametrize("given", ["archive", "worktree in its copy"])
+def test_serving_an_archive_gives_read_only_sessions(tmp_path, given):
+    """``serve`` on the bundled archive, or on a worktree of its unpacked copy: each browser
+    session is the read-only console (``--readonly`` on its command line, the archive's
+    reason on screen), never a live one."""
+    from bundled_example import ARCHIVE
+
+    cache = tmp_path / "cache"
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(cache))
+    path = str(ARCHIVE)
+    if given != "archive":
+        subprocess.run([sys.executable, "-m", "console.cli", "status", path], env=env, check=True,
+                       capture_output=True, timeout=120)
+        (worktree,) = cache.glob("episcope/archives/*/.atrex_long_horizon_worktrees/*/e0001-*")
+        path = str(worktree)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "console.cli", "serve", path, "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while not re.search(rb"open http://127\.0\.0\.1:\d+/(\S+)/", seen) and time.monotonic() < deadline:
+            if select.select([server.stdout], [], [], 0.2)[0]:
+                seen += os.read(server.stdout.fileno(), 4096)
+        token = re.search(rb"open http://127\.0\.0\.1:\d+/(\S+)/", seen).group(1).decode()
+
+        async def session() -> bytes:
+            async with aiohttp.ClientSession() as http:
+                url = f"ws://127.0.0.1:{port}/{token}/ws?width=160&height=40"
+                async with http.ws_connect(url, origin=f"http://127.0.0.1:{port}") as ws:
+                    return await drawn(ws, b"archive: read-only")
+
+        text = re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b" ", asyncio.run(session()))
+        assert b"READ-ONLY" in text and b"archive: read-only" in text and b"LIVE" not in text
+        (line,) = [line for line in consoles(str(cache), server.pid).values() if " watch " in line]
+        assert line.rstrip().endswith("--readonly")
+        if given != "archive":
+            assert f" watch {path} " in line  # the worktree asked for, not the copy's active one
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(10)
+        for pid in consoles(str(cache), server.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_sessions_beyond_the_cap_are_refused(served):
     server = served("--max-sessions", "1")
 
