@@ -83,7 +83,8 @@ def test_profile_shows_the_patterns_akas_classifier_printed(capture, tmp_path):
     assert problems == () and result.aka_patterns_unknown is None
     printed = json.loads((CLASSIFY / "captures" / f"{capture}.json").read_text())
     assert [p.to_json() for p in result.aka_patterns] == _akas(printed)
-    # the committed capture holds the metrics file the funnel writes, so it reads the same as kept
+    # the committed capture holds the metrics file the funnel writes (after a change to it, re-run
+    # python3 -m console.profiling.funnel on a copy with the CSVs unzipped and copy the file back)
     kept = CAPTURES / capture / "analysis" / "metrics_key_run.json"
     assert json.loads(kept.read_text()) == json.loads((out / "analysis" / "metrics_key_run.json").read_text())
     result, problems = load_profile_dir(CAPTURES / capture)
