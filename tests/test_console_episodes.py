@@ -82,6 +82,18 @@ async def test_h_lists_every_episode_as_status_json_has_it(idle):
         assert type(app.screen).__name__ == "DashboardScreen"
 
 
+async def test_h_is_in_the_key_bar_and_the_palette_at_80_columns(idle):
+    app = make_app(idle)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        bar = app.screen.query_one(KeyBar)
+        (entry,) = [shown for shown in bar.shown if shown[2] == "history"]
+        assert entry[:2] == ("h", "h") and entry[3] is True
+        assert " h history " in str(bar.render())
+        (command,) = [c for c in app.palette_commands() if c[0] == "Campaign history: every episode (h)"]
+        assert command[1] == "outcome, verdict and version of each"
+
+
 async def test_the_history_follows_the_state_the_app_is_given(idle):
     first = replace(idle, episodes=idle.episodes[:1])
     app = make_app(first)
