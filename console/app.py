@@ -561,12 +561,12 @@ class EpiscopeApp(App):
         from console.screens.confirm import ConfirmScreen
         from console.screens.detail import DetailScreen
         from console.screens.diff import DiffScreen
-        from console.screens.episodes import EpisodesScreen
+        from console.screens.episodes import EpisodesScreen, EpisodesTable
         from console.screens.help import HelpScreen
         from console.screens.timeline import TimelineScreen
 
-        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen, DetailScreen,
-                      ReplayBar, Pane):
+        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen, EpisodesTable,
+                      DetailScreen, ReplayBar, Pane):
             for binding in owner.BINDINGS:
                 if isinstance(binding, Binding) and binding.id:
                     yield binding.id

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from msgspec.structs import replace
+from textual import events
 from textual.widgets import DataTable
 
 from console.app import EpiscopeApp
@@ -65,8 +66,10 @@ async def test_h_lists_every_episode_as_status_json_has_it(idle):
             ["e0002", "archived", "v2", "candidate_ready", "no", "FAIL", "-63.68", "partial"],
         ]
         assert screen.query_one(DataTable).virtual_size.width <= 80  # every column fits 80 columns
-        await pilot.press("down", "enter")
-        await pilot.pause()
+        # Both keys at once, as a terminal delivers keys typed ahead: Enter opens the row Down chose.
+        app.post_message(events.Key("down", None))
+        app.post_message(events.Key("enter", "\r"))
+        await settle(pilot, lambda: isinstance(app.screen, DetailScreen))
         detail = app.screen
         assert isinstance(detail, DetailScreen) and detail.title_text == "episode e0002 (archived)"
         lines = detail.text.splitlines()

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Static
 
 from console.episode.episodes import EpisodeRecord
 from console.episode.state import EpisodeState
-from widgets.common import NA, add_columns, fmt, plain, selected_key, sync_table
+from widgets.common import NA, add_columns, fmt, plain, sync_table
 from widgets.key_bar import KeyBar
 
 REFRESH_SECONDS = 1.0  # the app's own tick: a new state shows within a second
@@ -64,17 +64,25 @@ def record_lines(value: object, prefix: str = "") -> Iterator[str]:
         yield f"{prefix}: {value if isinstance(value, str) else json.dumps(value)}"
 
 
+class EpisodesTable(DataTable):
+    """The history's table: Enter is the table's own selection, so it is handled after the
+    keys before it (a screen's priority binding runs as the key arrives, ahead of a cursor
+    move still queued for the table), and says what it does in the footer and the help."""
+
+    BINDINGS = [
+        Binding("enter", "select_cursor", "detail", tooltip="every field of the selected episode, as status --json "
+                "has it", id="episodes.detail"),
+    ]
+
+
 class EpisodesScreen(Screen):
     DEFAULT_CSS = """
     EpisodesScreen #episodes-title { height: 1; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    EpisodesScreen DataTable { height: 1fr; }
+    EpisodesScreen EpisodesTable { height: 1fr; }
     """
 
     BINDINGS = [
         Binding("escape,q,h", "app.pop_screen", "back", tooltip="back to the dashboard", id="episodes.back"),
-        # Before the table's own Enter, as in the dashboard's panes.
-        Binding("enter", "detail", "detail", priority=True,
-                tooltip="every field of the selected episode, as status --json has it", id="episodes.detail"),
     ]
 
     def __init__(self, state: EpisodeState) -> None:
@@ -84,7 +92,7 @@ class EpisodesScreen(Screen):
 
     def compose(self):
         yield Static(id="episodes-title")
-        table = DataTable(id="episodes-table", cursor_type="row", zebra_stripes=True)
+        table = EpisodesTable(id="episodes-table", cursor_type="row", zebra_stripes=True)
         add_columns(table, "episode", "source", "ver", "outcome", "accepted", "gate", "gain %", "phases")
         yield table
         yield KeyBar()
@@ -111,14 +119,10 @@ class EpisodesScreen(Screen):
         rows = [(row_key(record), episode_cells(record)) for record in state.episodes]
         sync_table(self.query_one(DataTable), rows)
 
-    def selected_record(self) -> EpisodeRecord | None:
-        key = selected_key(self.query_one(DataTable))
-        return next((record for record in self.state.episodes if row_key(record) == key), None)
-
-    def action_detail(self) -> None:
-        record = self.selected_record()
-        if record is None:
-            self.notify("no episode to show", severity="warning")
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter (or a click on the selected row): the row's record whole, in the detail view."""
+        record = next((record for record in self.state.episodes if row_key(record) == event.row_key.value), None)
+        if record is None:  # the row left with a newer state
             return
         from console.screens.detail import DetailScreen
 
