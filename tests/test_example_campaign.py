@@ -148,3 +148,18 @@ def test_profiles_and_verification_are_where_and_as_akas_tools_read_them(campaig
     profiles = json.loads(proc.stdout)["profiles"]
     measured = [p for p in profiles if "/survey/" not in p["dir"]]
     assert len(measured) == 3 and all([a["id"] for a in p["aka_patterns"]] == ["A", "C", "E", "J"] for p in measured)
+
+
+def test_a_verification_archived_while_its_live_directory_remains_is_listed_once(campaign):
+    """At ``promoted`` AKA has copied the verification into the episode's archive and the
+    live directory is still there: status lists one verification, the archived copy."""
+    from console.episode.session import Session
+    from console.episode.summary import status_document
+
+    wt = worktree_of(campaign)
+    live = list((wt / "verification_artifacts" / ".atrex_long_horizon_verify").iterdir())
+    archived = list(campaign.glob(".atrex_long_horizon/episodes/e0001/verification_runtime/*"))
+    assert len(live) == 1 and [a.name for a in archived] == [live[0].name]  # both copies are on disk
+    document = status_document(Session(str(campaign)).scan(final=True))
+    assert [(Path(a["directory"]).parent.name, a["gate"]) for a in document["abba"]] == \
+        [("verification_runtime", "PASS")]

@@ -93,6 +93,13 @@ class Comparisons:
             directory = os.path.dirname(path)
             by_directory.setdefault(directory, [])
             newest[directory] = _later(newest.get(directory), at.get(path))
+        for live, archived in _archived_copies(by_directory).items():
+            # One verification: AKA's supervisor copies a finished one into the episode's
+            # archive while the live directory still exists (phase ``promoted``).
+            newest[archived] = _later(newest.get(archived), newest.pop(live, None))
+            verdicts_of_live = by_directory.pop(live)
+            if not by_directory[archived]:
+                by_directory[archived] = verdicts_of_live
         wanted: list[tuple[float | None, str | None, Sequence[AbbaRun], AbbaVerdict | None]] = []
         for directory in sorted(by_directory):
             found = by_directory[directory][0] if by_directory[directory] else None
@@ -119,6 +126,16 @@ class Comparisons:
             done[key] = self._measure.get(key) or (measure_comparison(path, runs), last)
         self._measure = done
         return tuple(entry[0] for entry in done.values())
+
+
+def _archived_copies(directories: Mapping[str, object]) -> dict[str, str]:
+    """Live verification directories (``…/.atrex_long_horizon_verify/<uuid>``) whose copy is
+    also in an episode's archive (``…/episodes/eNNNN/verification_runtime/<uuid>``): live
+    directory -> archived copy."""
+    archived = {os.path.basename(d): d for d in directories
+                if os.path.basename(os.path.dirname(d)) == "verification_runtime"}
+    return {d: archived[os.path.basename(d)] for d in directories
+            if os.path.basename(os.path.dirname(d)) == ".atrex_long_horizon_verify" and os.path.basename(d) in archived}
 
 
 def _later(known: float | None, moment: float | None) -> float | None:
