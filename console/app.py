@@ -402,6 +402,8 @@ class EpiscopeApp(App):
         self.query_one(EpisodeHeader).show_state(state, extra=self._header_note(), launched=self._launched_running())
         for pane in self.panes():
             pane.show_state(state, now)
+        for row in self.query(PaneRow):  # after the panes drew: a row fits what they now show
+            row.fold()
         if self._focus_pending and self.focused is None:
             self._focus_pending = not self._give_first_focus()
         self.refresh_availability()
@@ -711,7 +713,8 @@ class EpiscopeApp(App):
         rows = help_rows(self.screen.active_bindings, key_display=self.get_key_display,
                          why_blocked=self.why_binding_blocked,
                          focused=f"in {pane.title}" if pane is not None else "focused widget")
-        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly_reason if self.readonly else None, rows=rows))
+        self.push_screen(HelpScreen(mode=self.mode, readonly=self.readonly_reason if self.readonly else None, rows=rows,
+                                    header=self.query_one(EpisodeHeader).lines))
 
     def why_no_diff(self) -> str | None:
         """Why there is no kernel.py diff to show (None: there is)."""
@@ -768,6 +771,8 @@ class EpiscopeApp(App):
     def open_timeline(self, receipt_path: str) -> None:
         from console.screens.timeline import TimelineScreen
 
+        if isinstance(self.screen, TimelineScreen) and self.screen.receipt_path == Path(receipt_path):
+            return  # already open (``t`` there would stack a second copy of it)
         self.push_screen(TimelineScreen(receipt_path))
 
     # -- replay ----------------------------------------------------------------------------

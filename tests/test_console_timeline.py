@@ -112,6 +112,10 @@ async def test_screens_over_the_dashboard_leave_on_q_and_offer_no_pane_keys(tmp_
             assert isinstance(screen, screen_type)
             if isinstance(screen, TimelineScreen):
                 await decoded(pilot, screen)
+                depth = len(app.screen_stack)
+                await pilot.press("t")  # the open timeline again: nothing stacks on it
+                await pilot.pause()
+                assert app.screen is screen and len(app.screen_stack) == depth
             actions = {binding.binding.action for binding in screen.active_bindings.values()}
             assert not any(a.startswith("focus_pane") for a in actions) and "filter" not in actions
             assert not any(title.startswith("Go to pane") for title, _, _ in app.palette_commands())
