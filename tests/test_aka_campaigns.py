@@ -73,7 +73,7 @@ def test_idle_supervisor_counters_are_akas(idle):
     for key in ("episodes", "accepted", "rejected", "pivoted", "blocked", "protocol_failures", "interrupted",
                 "tokens", "consecutive_without_promotion"):
         assert status["supervisor"][key] == state[key], key
-    assert status["schema_version"] == "episcope-status/v3"
+    assert status["schema_version"] == "episcope-status/v4"
 
 
 def test_idle_history_has_every_archived_episode_as_aka_reads_it(idle):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "episcope-status/v3"
+SCHEMA_VERSION = "episcope-status/v4"
 
 
 def to_jsonable(value: Any) -> Any:
