@@ -167,9 +167,10 @@ def _git_config(cwd: str | os.PathLike[str], *args: str, env: dict[str, str]) ->
     if not os.access(cwd, os.X_OK):  # GitPython would run git in this process's directory instead
         raise GitUnavailable(f"cannot enter {os.fspath(cwd)}")
     try:
-        status, out, err = git.Git(cwd).config(*args, env=env, kill_after_timeout=GIT_TIMEOUT_SECONDS,
-                                               with_extended_output=True, with_exceptions=False,
-                                               stdout_as_string=False, strip_newline_in_stdout=False)
+        # A Path, which GitPython only resolves: a str would have its ``$NAME``s and ``~`` expanded.
+        status, out, err = git.Git(Path(cwd)).config(*args, env=env, kill_after_timeout=GIT_TIMEOUT_SECONDS,
+                                                     with_extended_output=True, with_exceptions=False,
+                                                     stdout_as_string=False, strip_newline_in_stdout=False)
     except git.GitCommandNotFound:
         raise GitUnavailable("git is not installed") from None
     except OSError as exc:

@@ -29,7 +29,7 @@ from typing import NamedTuple
 from console.formats.bounded_read import kind_of, read_regular_file
 from console.formats.problems import FormatError
 
-# HEAD, commondir, gitdir, a loose ref and a worktree's .git file each hold one line: a
+# HEAD, commondir, a loose ref and a worktree's .git file each hold one line: a
 # path or a ref name (at most a few hundred bytes), or an object id.
 LINE_FILE_BYTES = 64 << 10
 # An episode repository's config is a dozen lines; packed-refs lists each of its few
@@ -87,8 +87,6 @@ def checked_git_dirs(top: str | os.PathLike[str], *, objects: bool = False) -> G
     head = _read_required(git_dir / "HEAD", top)
     common = _read_line_file(git_dir / "commondir", top)
     common_dir = git_dir if common is None else git_dir / os.fsdecode(common.rstrip(b"\r\n"))
-    _check(git_dir / "gitdir", LINE_FILE_BYTES, top)
-    _check(git_dir / "config.worktree", CONFIG_BYTES, top)
     _check(common_dir / "config", CONFIG_BYTES, top)
     _check(common_dir / "packed-refs", PACKED_REFS_BYTES, top)
     _check(git_dir / "index", INDEX_BYTES, top)

@@ -121,6 +121,25 @@ def test_a_linked_worktrees_own_head_is_checked_too(campaign, tmp_path):
     assert doc["git"]["error"] == f"{admin / 'HEAD'} is a FIFO, not a regular file"
 
 
+def test_a_fifo_worktree_config_is_refused_before_git_reads_it(campaign, tmp_path):
+    """``config.worktree`` is read by git (with ``extensions.worktreeConfig``), never by
+    GitPython: it is checked with the config files git includes."""
+    git(campaign, "config", "extensions.worktreeConfig", "true")
+    plant_fifo(campaign / ".git" / "config.worktree")
+    doc, took = status(campaign, tmp_path)
+    assert took < QUICK
+    assert doc["git"]["error"] == f"{campaign / '.git' / 'config.worktree'}: not a regular file (a FIFO)"
+
+
+def test_a_fifo_behind_a_symbolic_ref_is_refused_at_once(campaign, tmp_path):
+    """GitPython follows HEAD's ``ref:`` and on through every symbolic ref it meets."""
+    (campaign / ".git" / "refs" / "heads" / "main").write_text("ref: refs/heads/deeper\n")
+    plant_fifo(campaign / ".git" / "refs" / "heads" / "deeper")
+    doc, took = status(campaign, tmp_path)
+    assert took < QUICK
+    assert doc["git"]["error"] == ".git/refs/heads/deeper is a FIFO, not a regular file"
+
+
 def test_a_head_that_links_out_of_the_repository_is_refused(campaign, tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (campaign / ".git" / "HEAD").unlink()
@@ -276,8 +295,9 @@ FACTS_AND_DIFF = (
 )
 
 
-@pytest.mark.parametrize(("name", "planted"), [("evil", "refs/tags/evil"), ("evil", "evil"), ("abcd", "abcd"),
-                                               ("evil", "refs/remotes/evil/HEAD")])
+@pytest.mark.parametrize(("name", "planted"), [("evil", "evil"), ("evil", "refs/evil"), ("evil", "refs/tags/evil"),
+                                               ("evil", "refs/heads/evil"), ("evil", "refs/remotes/evil"),
+                                               ("evil", "refs/remotes/evil/HEAD"), ("abcd", "abcd")])
 def test_a_name_looked_up_in_a_fifo_ref_never_blocks(campaign, tmp_path, name, planted):
     """A base or candidate commit, or a memory version's, is a name an agent wrote: GitPython
     looks it up by opening ``.git/<name>``, ``refs/tags/<name>``, … in this process, and a
