@@ -22,6 +22,7 @@ from console.episode.replay import (
     version_commit_times,
 )
 from console.episode.session import Session
+from console.episode.summary import episode_facts, status_document
 from console_fixture import build_episode
 from widgets.replay_bar import ReplayBar
 
@@ -203,7 +204,10 @@ def test_the_bundled_episode_replays_on_its_own_clock(tmp_path, monkeypatch):
     """The recorded H200 episode: every event at the time it happened (the git facts at the
     last change they read, not at the time the archive is opened), so the whole episode spans
     a few minutes; ABBA runs after the jobs that made the kernels; each job is seen running,
-    and every job has ended by the end."""
+    and every job has ended by the end. An episode is archived when AKA writes its attempt
+    record, not when the copies of its files (which keep their own times) are first read:
+    while it runs, the header names it (episode 2 by its worktree's name, before any
+    supervisor document does), with no status taken from episode 1's attempt."""
     from bundled_example import ARCHIVE
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -223,11 +227,26 @@ def test_the_bundled_episode_replays_on_its_own_clock(tmp_path, monkeypatch):
     jobs = {e.path for e in replay.events if e.kind == ev.JOB}
     states = {path: [e.data.state for e in replay.events if e.kind == ev.JOB and e.path == path] for path in jobs}
     assert all(seq == ["queued", "running", "succeeded"] for seq in states.values()), states
+    archived_at = {e.data.episode: index + 1 for index, e in enumerate(replay.events) if e.kind == ev.ATTEMPT}
+    assert sorted(archived_at) == [1, 2]
+    worktree_from = next(index + 1 for index, e in enumerate(replay.events)
+                         if e.kind == ev.TELEMETRY and e.path.startswith(str(workspace.worktree)))
+    assert archived_at[1] < worktree_from < archived_at[2]
+    started = next(index + 1 for index, e in enumerate(replay.events) if e.kind == ev.TELEMETRY)
+    runs = {1: range(started, archived_at[1]), 2: range(worktree_from, archived_at[2])}
     # the recorder ran its jobs one at a time; four at once is replayed in test_jobs_sandbox.py
     for index in range(replay.total + 1):
         replay.seek_index(index)
-        running = [j for j in replay.state().jobs if j.state == "running"]
+        state = replay.state()
+        running = [j for j in state.jobs if j.state == "running"]
         assert len(running) <= 1 and all(j.finished_at is None and j.exit_code is None for j in running)
+        archived = {r.episode for r in state.episodes if r.source == "archived"}
+        assert archived <= {n for n, at in archived_at.items() if at <= index}, (index, archived)
+        for number, run in runs.items():
+            if index in run:
+                facts = episode_facts(state)
+                assert (facts["number"], facts["status"], state.current_episode.source) == (number, None, "live"), index
+                assert status_document(state)["episodes"][-1]["episode"] == number
     assert {j.state for j in replay.state().jobs} == {"succeeded"} and len(replay.state().jobs) == len(jobs)
     # Playing from the start reaches the end in the episode's own span of virtual time.
     replay.seek_index(0)

@@ -34,6 +34,7 @@ from console.profiling.result import ProfileResult
 from .phase_timing import PhaseTiming
 
 if TYPE_CHECKING:
+    from console.formats.journal import Journal
     from console.formats.supervisor import ActiveEpisode, Attempt
 
     from .state import AbbaComparison
@@ -47,6 +48,24 @@ def archived_episode(path: str) -> int | None:
     """The episode number of a file under ``.atrex_long_horizon/episodes/eNNNN/``, else None."""
     found = _ARCHIVED.search(path)
     return int(found.group(1)) if found else None
+
+
+def worktree_episode(worktree: str | None) -> int | None:
+    """The episode a worktree is named after (AKA creates ``eNNNN-<hex>`` when the episode
+    starts, before any file in it), else None."""
+    found = _WORKTREE.search(os.path.join(worktree, "")) if worktree else None
+    return int(found.group(1)) if found else None
+
+
+def live_episode_number(active: ActiveEpisode | None, journal: Journal | None, worktree: str | None) -> int | None:
+    """The number of the episode whose worktree files are read: what the supervisor's
+    active_episode.json says, else the episode's journal, else the worktree's name. The
+    journal is first written late in an episode and active_episode.json may be missing
+    (an archive, a supervisor between writes); the name is there from the start."""
+    for number in (active.episode if active else None, journal.episode if journal else None):
+        if number is not None:
+            return number
+    return worktree_episode(worktree)
 
 
 def profile_episode(directory: str) -> int | None:
@@ -185,7 +204,14 @@ def build_history(
 ) -> tuple[EpisodeRecord, ...]:
     """One record per episode, oldest first: each archived one (an attempt record, archived
     runtime files or an archived ABBA directory), then the live one when there is one and it
-    is not one of those already (its worktree outliving its archive)."""
+    is not one of those already (its worktree outliving its archive).
+
+    AKA fills ``episodes/eNNNN/`` before the episode has ended: its ABBA directory while it
+    verifies, and its runtime files copied with their own times, so a replay reads them at
+    the moments they were first written; ``attempt.json`` is what it writes when the episode
+    is archived. The newest episode with neither an attempt record nor a later episode
+    started is therefore still running: its record is the live one (the worktree's files
+    when they are read, else those copies), not an archived one."""
     by_number: dict[int, Attempt] = {}
     for attempt in attempts:  # later records of an episode (its attempt.json) win
         if attempt.episode is not None:
@@ -197,15 +223,22 @@ def build_history(
         checks.setdefault(number, []).append(Verification(
             comparison.directory, verdict.gate if verdict else None, verdict.improvement_pct if verdict else None))
     numbers = sorted({*by_number, *archived, *(n for n in checks if n is not None)})
+    running = live is not None or active is not None
+    # An episode of unknown number running now may be a later one: the newest stays archived.
+    unended = numbers[-1] if numbers and numbers[-1] not in by_number and (
+        not running or live_number == numbers[-1]) else None
     if live is not None and live_number in numbers:
-        # The episode ended but its worktree is still there: one record, its own checks too.
+        # The worktree's episode has files in its archive: one record, its own checks too.
         checks.setdefault(live_number, []).extend(checks.pop(None, []))
     records = [
         _record(n, "archived", by_number.get(n), None,
                 archived.get(n) or (live if n == live_number and live is not None else NO_RUNTIME), checks.get(n, []))
-        for n in numbers
+        for n in numbers if n != unended
     ]
-    if (live is not None or active is not None) and live_number not in numbers:
+    if unended is not None:
+        runtime = live if live is not None else archived.get(unended, NO_RUNTIME)
+        records.append(_record(unended, "live", None, active, runtime, checks.get(unended, [])))
+    elif running and live_number not in numbers:
         records.append(_record(live_number, "live", None, active, live or NO_RUNTIME, checks.get(None, [])))
     return tuple(records)
 

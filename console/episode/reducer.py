@@ -35,7 +35,15 @@ from console.formats.telemetry_builders import PHASES
 
 from . import events as ev
 from .comparisons import Comparisons
-from .episodes import NO_RUNTIME, RuntimeFacts, SandboxCounts, build_history, by_episode, campaign_profiles
+from .episodes import (
+    NO_RUNTIME,
+    RuntimeFacts,
+    SandboxCounts,
+    build_history,
+    by_episode,
+    campaign_profiles,
+    live_episode_number,
+)
 from .guards import evaluate_guards
 from .job_logs import JobLogs
 from .job_outcome import job_outcome
@@ -435,7 +443,7 @@ class Reducer:
         live = groups.get(None)
         active = self._latest(ev.ACTIVE_EPISODE)
         live_journal = self._latest(ev.JOURNAL, live) if live else None
-        live_number = active.episode if active else (live_journal.episode if live_journal else None)
+        live_number = live_episode_number(active, live_journal, self._meta["worktree"])
         live_jobs = {p for p in live or () if p in (self._documents.get(ev.JOB) or {})}
         archived_paths = {n: paths | live_jobs if n == live_number else paths
                           for n, paths in groups.items() if n is not None}
@@ -453,9 +461,9 @@ class Reducer:
         current = records[-1]
         if live:  # build_history gave the worktree's episode a record: live, or archived under its number
             current = next(r for r in reversed(records) if r.source == "live" or r.episode == live_number)
-        if current.source == "live":
-            return records, current, live or set()
-        if current.episode in archived_paths:
+        if current.source == "live" and live:
+            return records, current, live
+        if current.episode in archived_paths:  # archived, or running with only its copies read yet
             return records, current, archived_paths[current.episode]
         return records, current, (live or set()) if current.episode == live_number else set()
 

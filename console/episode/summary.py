@@ -59,12 +59,6 @@ def _all_attempts(state: EpisodeState) -> list[Attempt]:
     return [*(listed or ()), *state.attempts]
 
 
-def _latest_attempt(state: EpisodeState) -> Attempt | None:
-    attempts = _all_attempts(state)
-    numbered = [a for a in attempts if a.episode is not None]
-    return max(numbered, key=lambda a: a.episode or 0) if numbered else None
-
-
 def _first(*values: T | None) -> T | None:
     """The first value that is known."""
     return next((v for v in values if v is not None), None)
@@ -73,22 +67,23 @@ def _first(*values: T | None) -> T | None:
 def episode_facts(state: EpisodeState) -> dict[str, Any]:
     """Which episode this is and where it stands (shared by the status document and the header).
 
-    A fact comes from the active episode while there is one, else from the journal, the
-    git facts, or (once the episode is archived and active_episode.json is gone) its
-    attempt record.
+    A fact comes from the active episode while there is one, else from the current
+    episode's record (its number even before a supervisor document names it; its mode and
+    status from its own attempt record once it is archived, never an earlier episode's),
+    the journal or the git facts.
     """
     active, journal, handoff, git = state.active_episode, state.journal, state.handoff, state.git
-    attempt = _latest_attempt(state) if active is None else None
+    record = state.current_episode
     if active is not None:
         number, mode, phase, status = active.episode, active.mode, active.phase, active.terminal_status
         branch, memory_version = active.episode_branch, active.memory_version
         # where the worktree is now: an archive's copy, not the path the supervisor recorded
         worktree = state.worktree or active.worktree
     else:
-        number = _first(journal.episode if journal else None, attempt.episode if attempt else None)
-        mode = attempt.mode if attempt else None
+        number = _first(record.episode if record else None, journal.episode if journal else None)
+        mode = record.mode if record else None
         phase = None
-        status = attempt.status if attempt else None
+        status = record.status if record else None
         branch = _first(journal.episode_branch if journal else None, git.branch if git else None)
         worktree = state.worktree
         memory_version = journal.memory_version if journal else None
