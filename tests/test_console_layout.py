@@ -292,3 +292,23 @@ async def test_help_shows_the_header_whole_where_80_columns_cut_it(example):
         text = "\n".join(shown(static) for static in app.screen.query(Static))
         assert "read-only, actions disabled" in text and "live mode" not in text
         assert "candidate_ready" in " ".join(text.split())  # the header's lines, wrapped, not cut
+
+
+async def test_enter_typed_ahead_opens_the_row_the_cursor_moved_to(example):
+    """Down then Enter arriving together (keys typed ahead): the detail is of the row Down
+    chose, not the one the cursor was on when Enter arrived."""
+    from textual import events
+
+    app = example_app(example)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await pilot.pause()
+        table = app.query_one("#versions-table", DataTable)
+        assert table.cursor_row == 0 and table.row_count >= 2
+        app.post_message(events.Key("down", None))
+        app.post_message(events.Key("enter", "\r"))
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, DetailScreen):
+                break
+        assert isinstance(app.screen, DetailScreen) and app.screen.title_text == "version v1"

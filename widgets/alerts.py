@@ -7,7 +7,7 @@ from textual.widgets import DataTable
 from console.episode.state import Alert, EpisodeState
 
 from .common import add_columns, plain, selected_key, sync_table
-from .pane import Pane
+from .pane import Pane, PaneTable
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -20,7 +20,7 @@ class AlertsPane(Pane):
         self._alerts: dict[str, Alert] = {}  # row key -> alert
 
     def compose_body(self):
-        table = DataTable(id="alerts-table", cursor_type="row", classes="pane-body")
+        table = PaneTable(id="alerts-table", cursor_type="row", classes="pane-body")
         add_columns(table, "sev", "message", "code")
         yield table
 

@@ -21,7 +21,7 @@ from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
 from .common import NA, add_columns, fmt, plain, seconds, selected_key, sync_table
-from .pane import Pane
+from .pane import Pane, PaneTable
 
 if TYPE_CHECKING:
     from console.formats.job_record import JobRecord
@@ -61,7 +61,7 @@ class JobsPane(Pane):
         self._log_shown: tuple[JobRecord | None, JobLogTail | None] = (None, None)
 
     def compose_body(self):
-        table = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
+        table = PaneTable(id="jobs-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         add_columns(table, "job", "state", "category", "slot", "time", "exit")
         yield table
         yield Log(id="job-log", max_lines=2000, auto_scroll=True, classes="pane-body")

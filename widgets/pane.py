@@ -44,6 +44,25 @@ FOLDED_WIDTH = "1fr"  # an empty pane's share of its row (app.tcss gives panes w
 FOLDED_ROW_HEIGHT = 3  # border, the notes line, border
 
 
+DETAIL_TOOLTIP = "the full text of the selected row or pane, uncut"
+
+
+class PaneTable(DataTable):
+    """A pane's table. Enter opens the pane's detail view from the table itself, in turn with
+    the keys typed before it: a binding of the pane, run as the key arrives, would open the
+    row the cursor was on before a move still queued for the table. A click on a row only
+    selects it (the table's own Enter, which this replaces, would also run on a click)."""
+
+    BINDINGS = [
+        Binding("enter", "pane_detail", "detail", show=False, tooltip=DETAIL_TOOLTIP, id="pane.detail"),
+    ]
+
+    def action_pane_detail(self) -> None:
+        pane = next((node for node in self.ancestors if isinstance(node, Pane)), None)
+        if pane is not None:
+            pane.action_detail()
+
+
 class PaneRow(Horizontal):
     """A row of panes. It folds to one line of notes when every pane in it is empty; a row
     of fixed height (the bottom one: the screen sets ``open_height``) shrinks further, to
@@ -88,11 +107,10 @@ class Pane(Vertical):
     """
 
     BINDINGS = [
-        # Before the focused table's own Enter (priority), so a key opens the detail and a
-        # click on a row only selects it. Not in the key bar, which would then change with
+        # For a pane with the focus itself, or on a widget of it other than its table (the
+        # table has its own: PaneTable). Not in the key bar, which would then change with
         # focus; help and the palette list it.
-        Binding("enter", "detail", "detail", show=False, priority=True,
-                tooltip="the full text of the selected row or pane, uncut", id="pane.detail"),
+        Binding("enter", "detail", "detail", show=False, tooltip=DETAIL_TOOLTIP, id="pane.detail"),
     ]
 
     title = "pane"

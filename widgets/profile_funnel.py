@@ -21,7 +21,7 @@ from console.episode.state import EpisodeState
 from console.episode.text import visible
 
 from .common import NA, add_columns, fmt, plain, selected_key, short_sha, sync_table
-from .pane import Pane
+from .pane import Pane, PaneTable
 
 if TYPE_CHECKING:
     from console.formats.profile_json import ProfileKernel
@@ -58,7 +58,7 @@ class ProfileFunnel(Pane):
         self._followed: str | None = None  # the row key the cursor was put on for the dominant kernel
 
     def compose_body(self):
-        table = DataTable(id="funnel-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
+        table = PaneTable(id="funnel-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         table.add_column(Text("kernel"), width=KERNEL_WIDTH)
         add_columns(table, "shape", "µs", "SM%", "mem%", "occ%", "bound", "level")
         yield table

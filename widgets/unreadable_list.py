@@ -9,7 +9,7 @@ from console.episode.state import EpisodeState
 from console.formats.problems import Unreadable
 
 from .common import add_columns, fmt, selected_key, sync_table
-from .pane import Pane
+from .pane import Pane, PaneTable
 
 
 class UnreadableList(Pane):
@@ -20,7 +20,7 @@ class UnreadableList(Pane):
         self._items: dict[str, Unreadable] = {}  # row key -> record
 
     def compose_body(self):
-        table = DataTable(id="unreadable-table", cursor_type="row", classes="pane-body")
+        table = PaneTable(id="unreadable-table", cursor_type="row", classes="pane-body")
         add_columns(table, "file", "offset", "error")
         yield table
 

@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 from console.episode.state import EpisodeState
 
 from .common import NA, add_columns, fmt, plain, selected_key, short_sha, sync_table
-from .pane import Pane
+from .pane import Pane, PaneTable
 
 if TYPE_CHECKING:
     from console.formats.memory import MemoryVersion
@@ -20,7 +20,7 @@ class VersionsPane(Pane):
     title = "Versions"
 
     def compose_body(self):
-        table = DataTable(id="versions-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
+        table = PaneTable(id="versions-table", cursor_type="row", zebra_stripes=True, classes="pane-body")
         add_columns(table, "ver", "latency µs", "score", "gate", "subject", "commit")
         yield table
 
