@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from console.episode.session import Session
     from console.episode.workspace import Workspace
     from console.gpu.sampler import GpuReading
+    from console.screens.timeline import TimelineScreen
 
 DRAW_SECONDS = 0.2  # at most five redraws a second, however fast events arrive
 BACKLOG_MESSAGES = 20  # the follower reads no further while the app has this many messages to handle
@@ -354,6 +355,17 @@ class EpiscopeApp(App):
         if self.session.state.preflight is None:
             events.append(ev.Event(ev.PREFLIGHT, PREFLIGHT_PATH, None, reading.sampled_at, message.preflight))
         self.set_state(self.session.add(events))
+        self._flush_recording()
+
+    def on_timeline_screen_sites_decoded(self, message: TimelineScreen.SitesDecoded) -> None:
+        """Per-site statistics the timeline screen decoded from a capture whose receipt states
+        none: folded into the state like a GPU reading (recorded and replayed); the screen's
+        table draws them from the next state. A replay or a fixed state has no session to fold
+        them into: the table then says why the receipt has none."""
+        if self.session is None or not self.scanned:
+            return
+        self.set_state(self.session.add([ev.Event(ev.TIMELINE_SITES, message.receipt_path, None, time.time(),
+                                                  message.sites)]))
         self._flush_recording()
 
     def _flush_recording(self) -> None:

@@ -7,7 +7,10 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from console.app import EpiscopeApp
+from console.episode import events as ev
+from console.episode.replay import Recorder, Replay, load_recording, new_recording_path
 from console.episode.session import Session
+from console.episode.summary import status_document
 from console.gpu.sampler import GpuReading, GpuSampler
 from console.screens.dashboard import DashboardScreen
 from console.screens.diff import DiffScreen
@@ -37,7 +40,9 @@ async def decoded(pilot, screen: TimelineScreen) -> None:
 async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     campaign, worktree = build_episode(tmp_path / "ws")
-    app = EpiscopeApp(session=Session(campaign), sample_gpu=False)
+    recorder = Recorder(new_recording_path("demo"), campaign_root=str(campaign), campaign="demo",
+                        worktree=str(worktree))
+    app = EpiscopeApp(session=Session(campaign, on_event=recorder.record), sample_gpu=False, recorder=recorder)
     async with app.run_test(size=(150, 46)) as pilot:
         for _ in range(100):
             if app.receipts():
@@ -51,10 +56,27 @@ async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path,
         assert len(lanes.lanes) == 4  # 2 CTAs x 2 warp writers
         text = lanes.render().plain
         assert "SM0" in text and "cta(1,0,0)" in text and "█" in text
+        # The fixture's receipt states no sites: the screen's decode hands them to the state,
+        # and the table draws them from there.
         table = screen.query_one("#sites-table", DataTable)
+        for _ in range(100):
+            if table.row_count:
+                break
+            await pilot.pause(0.05)
+        receipt = screen.receipt(app.episode_state)
+        assert receipt is not None and receipt.sites_from == "decoded" and receipt.sites_unknown is None
+        assert [(s.name, s.records, s.ranges, s.median_ns) for s in receipt.sites] == [("load", 8, 4, 400.0),
+                                                                                       ("store", 8, 4, 400.0)]
+        assert status_document(app.session.state)["timeline"][0]["sites"][0]["median_ns"] == 400.0
         site_rows = {str(table.get_row(k)[0]): [str(cell) for cell in table.get_row(k)] for k in table.rows}
         assert set(site_rows) == {"load", "store"}
         assert site_rows["load"][3] == "4" and site_rows["load"][5] == "0.400"  # 400 ns ranges, in µs
+        # ... and are recorded: a replay of the session has them as the receipt's sites
+        _, events, problems = load_recording(recorder.path)
+        assert problems == [] and [e.kind for e in events].count(ev.TIMELINE_SITES) == 1
+        replay = Replay(events)
+        replay.seek_index(replay.total)
+        assert screen.receipt(replay.state()) == receipt
         await pilot.press("e")
         exports = tmp_path / "state" / "episcope" / "exports"
         for _ in range(100):  # the trace is written in a worker

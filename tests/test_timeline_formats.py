@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from console.formats.problems import FormatError
-from console.formats.timeline import parse_measure_run_line, read_timeline_measurement, read_timeline_receipt
+from console.formats.timeline import (
+    NO_SITES,
+    decoded_sites,
+    parse_measure_run_line,
+    read_timeline_measurement,
+    read_timeline_receipt,
+    with_decoded_sites,
+)
 
 
 def test_missing_and_broken_documents(tmp_path):
@@ -53,3 +61,28 @@ def test_measure_run_lines():
         parse_measure_run_line(b'{"event":"party"}')
     with pytest.raises(FormatError):
         parse_measure_run_line(b"[1]")
+
+
+SITE = {"site_id": 1, "name": "load", "kind": "range", "records": 8, "ranges": 4, "total_ns": 1600,
+        "median_ns": 400.0, "min_ns": 400, "max_ns": 400}
+
+
+def test_receipt_sites_are_the_receipts_or_decoded_for_the_same_capture_or_none_with_why(tmp_path):
+    receipt = {"schema": "atrex-autonomous-timeline-receipt/v1", "raw_sha256": "a" * 64}
+    (tmp_path / "aka.json").write_text(json.dumps(receipt))
+    (tmp_path / "ours.json").write_text(json.dumps({**receipt, "episcope": {"sites": [SITE]}}))
+    (tmp_path / "bad.json").write_text(json.dumps({**receipt, "episcope": {"sites": [{**SITE, "total_ns": "1600"}]}}))
+    aka, ours, bad = (read_timeline_receipt(tmp_path / f"{n}.json").value for n in ("aka", "ours", "bad"))
+    assert (aka.sites, aka.sites_from, aka.sites_unknown) == (None, None, NO_SITES)
+    assert ours.sites_from == "receipt" and ours.sites_unknown is None
+    assert list(ours.to_json()["sites"]) == [SITE]
+    assert bad.sites is None and "episcope.sites is unreadable" in bad.sites_unknown and "total_ns" in bad.sites_unknown
+    decoded = decoded_sites("a" * 64, [{**SITE, "median_ns": 1.0}])
+    other_capture = decoded_sites("b" * 64, [SITE])
+    joined = with_decoded_sites((aka, ours), {aka.path: decoded, ours.path: decoded})
+    assert joined[0].sites == decoded.sites and joined[0].sites_from == "decoded" and joined[0].sites_unknown is None
+    assert joined[1] == ours  # a receipt's own sites stand
+    # a receipt rewritten for another capture at the same path does not take the old capture's sites
+    assert with_decoded_sites((aka,), {aka.path: other_capture}) == (aka,)
+    with pytest.raises(msgspec.ValidationError):
+        decoded_sites(None, [{**SITE, "records": None}])

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from console.formats.timeline import read_timeline_receipt
+from console.timeline.capture_view import load_capture
 from console.timeline.files import sha256_file
 from console.timeline.measure import MeasureConfig, measure
 from console.timeline.receipt import ReceiptError, write_capture
+from console.timeline.summary import site_statistics
 from console.timeline.validate import validate_receipt
 from timeline_support import FIXTURES
 
@@ -71,6 +73,14 @@ def test_decision_grade_capture_validates(workspace):
     intervals = receipt["episcope"]["summary"]["intervals"]
     # END of each compute to the next BEGIN of carry: 6 iterations x 18 owners (tests/test_timeline_intervals.py)
     assert intervals[0]["count"] == 18 * 6 and intervals[0]["semantics"] == "end_to_begin"
+    # the per-site statistics, stated by the receipt and read into its typed ``sites``
+    capture = load_capture(workspace / "final" / "receipt.json")
+    assert receipt["episcope"]["sites"] == site_statistics(capture)
+    assert read.sites_from == "receipt" and read.sites_unknown is None
+    assert [(s.name, s.ranges) for s in read.sites] == [(site.name, int((capture.ranges["site"] == site.site_id).sum()))
+                                                         for site in capture.dictionary.sites]
+    assert sum(s.records for s in read.sites) == capture.committed_records
+    assert all(s.min_ns <= s.median_ns <= s.max_ns <= s.total_ns for s in read.sites if s.ranges)
 
 
 def test_exploration_stage_is_exploration_even_with_everything_else(workspace):
@@ -153,6 +163,8 @@ def _tamper_cases():
          "episcope trace_integrity differs"),
         ("receipt_intervals", rewrite_json("receipt.json", lambda o: o["episcope"]["summary"]["intervals"].clear()),
          "episcope summary differs"),
+        ("receipt_sites", rewrite_json("receipt.json", lambda o: o["episcope"]["sites"][0].update(median_ns=1.0)),
+         "episcope sites differ"),
         ("receipt_correctness", rewrite_json("receipt.json", lambda o: o.update(correctness="failed")),
          "correctness contradicts the evaluator record"),
         ("receipt_stage", rewrite_json("receipt.json", lambda o: o.update(stage="invented")), "stage is invalid"),

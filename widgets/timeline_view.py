@@ -3,8 +3,10 @@ the per-site interval table.
 
 Lanes share one axis (one kernel launch lasts micro- to milliseconds, so a shared axis is
 what shows the overlap between CTAs). A capture may hold thousands of owners: the lanes are
-sorted by SM then owner and the view scrolls. Everything drawn here was computed by
-``console.timeline.capture_view`` before the screen got it.
+sorted by SM then owner and the view scrolls. The lanes are drawn from the decoded capture
+(``console.timeline.capture_view``, computed before the screen got it): they are the capture
+itself, too large for the episode state. The site table draws the receipt's ``sites`` from the
+state (``show_sites``), the numbers ``status --json`` prints.
 """
 
 from __future__ import annotations
@@ -22,12 +24,17 @@ SITE_STYLES = ("green", "cyan", "magenta", "yellow", "blue", "red", "bright_gree
 LABEL_WIDTH = 30
 
 
-def site_table(view) -> list[tuple[str, tuple[str, ...]]]:
-    """Rows (site, kind, events, ranges, total, median, min, max) in µs, one per site."""
+def site_table(sites) -> list[tuple[str, tuple[str, ...]]]:
+    """Rows (site, kind, records, ranges, total, median, min, max), durations in µs, one per
+    site of a receipt's ``sites`` (console.formats.timeline.TimelineSite, in ns)."""
+
+    def us(ns: float | None) -> str:
+        return fmt(None if ns is None else ns / 1e3, ".3f")
+
     return [
-        (str(row.site_id), (row.name, row.kind, str(row.events), str(row.ranges), fmt(row.total_us, ".3f"),
-                            fmt(row.median_us, ".3f"), fmt(row.min_us, ".3f"), fmt(row.max_us, ".3f")))
-        for row in view.site_rows
+        (str(site.site_id), (site.name, site.kind, str(site.records), str(site.ranges), us(site.total_ns),
+                             us(site.median_ns), us(site.min_ns), us(site.max_ns)))
+        for site in sites
     ]
 
 
@@ -75,6 +82,7 @@ class TimelineView(Vertical):
     TimelineView #lanes-scroll { height: 2fr; border: round $panel-lighten-2; }
     TimelineView #sites-table { height: 1fr; border: round $panel-lighten-2; }
     TimelineView #timeline-legend { height: auto; }
+    TimelineView #sites-note { height: auto; }
     """
 
     def __init__(self, view, *, id: str | None = None) -> None:
@@ -94,8 +102,11 @@ class TimelineView(Vertical):
         yield scroll
         table = DataTable(id="sites-table", cursor_type="row", zebra_stripes=True)
         table.border_title = "per-site intervals (µs)"
-        table.add_columns("site", "kind", "events", "ranges", "total", "median", "min", "max")
+        table.add_columns("site", "kind", "records", "ranges", "total", "median", "min", "max")
         yield table
+        yield Static(id="sites-note")
 
-    def on_mount(self) -> None:
-        sync_table(self.query_one(DataTable), site_table(self.view))
+    def show_sites(self, sites, why: str | None) -> None:
+        """The receipt's ``sites`` as the state holds them, or why it holds none."""
+        sync_table(self.query_one(DataTable), site_table(sites or ()))
+        self.query_one("#sites-note", Static).update(Text(visible(why or ""), style="dim"))

@@ -34,6 +34,8 @@ GIT = "git"  # data: episode.git_facts.GitFacts
 # Readings that no file holds (path names their source).
 GPU = "gpu"  # data: console.gpu.sampler.GpuReading, path "nvml"; the live console samples them
 PREFLIGHT = "preflight"  # data: console.episode.preflight.Preflight, path "preflight": can GPU actions run here
+# data: formats.timeline.DecodedSites, path the receipt's: the console's timeline screen decoded its capture
+TIMELINE_SITES = "timeline_sites"
 
 # Bookkeeping kinds.
 REMOVED = "removed"  # data: the kind of the document that disappeared (path says which)
@@ -42,7 +44,7 @@ UNREADABLE = "unreadable"  # data: formats.problems.Unreadable
 KINDS = (
     TELEMETRY, EVALUATION, MEASURE_RUN, JOB_LOG, ABBA_RUN, STATE, ACTIVE_EPISODE, ATTEMPT, JOURNAL, HANDOFF,
     LIVE_MEMORY, MEMORY_VERSION, TELEMETRY_SUMMARY, PROFILE, ABBA, TIMELINE_RECEIPT, TIMELINE_MEASUREMENT, JOB,
-    GIT, GPU, PREFLIGHT, REMOVED, UNREADABLE,
+    GIT, GPU, PREFLIGHT, TIMELINE_SITES, REMOVED, UNREADABLE,
 )
 
 class Event(NamedTuple):

@@ -32,6 +32,7 @@ from msgspec.structs import replace
 
 from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
 from console.formats.telemetry_builders import PHASES
+from console.formats.timeline import with_decoded_sites
 
 from . import events as ev
 from .comparisons import Comparisons
@@ -561,7 +562,8 @@ class Reducer:
             dominant_kernel=dominant_kernel(profiles),
             dominant_kernel_unknown=why_no_dominant_kernel(profiles),
             abba=abba,
-            timeline_receipts=self._all(ev.TIMELINE_RECEIPT),
+            timeline_receipts=with_decoded_sites(self._all(ev.TIMELINE_RECEIPT),
+                                                 self._documents.get(ev.TIMELINE_SITES) or {}),
             timeline_measurements=self._all(ev.TIMELINE_MEASUREMENT),
             measure_runs=measure_runs,
             abba_runs=abba_runs,

@@ -137,6 +137,8 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact(ev.GIT, (), "derived", GitFacts, None, about="the episode worktree's git facts"),
     Artifact(ev.GPU, (), "derived", GpuReading, None, about="NVML readings the live console samples"),
     Artifact(ev.PREFLIGHT, (), "derived", Preflight, None, about="whether this host can run the GPU actions"),
+    Artifact(ev.TIMELINE_SITES, (), "derived", timeline.DecodedSites, None,
+             about="per-site statistics the console decoded from a capture whose receipt states none"),
 )
 
 BY_KIND: dict[str, Artifact] = {row.kind: row for row in ARTIFACTS}

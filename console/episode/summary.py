@@ -279,6 +279,9 @@ def _timeline(state: EpisodeState) -> list[dict[str, Any]]:
             "evidence_class": r.evidence_class,
             "stage": r.stage,
             "workload_identity": r.workload_identity,
+            "sites": msgspec.to_builtins(r.sites),
+            "sites_from": r.sites_from,
+            "sites_unknown": r.sites_unknown,
         }
         for r in state.timeline_receipts
     ]

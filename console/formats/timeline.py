@@ -2,9 +2,15 @@
 
 Lenient readers for the console: unknown or missing fields are None (never 0), the decoded
 object is kept as ``raw``. A document whose ``schema`` names another artifact is refused.
+
+A receipt episcope wrote states its capture's per-site statistics (``episcope.sites``); for
+one that does not (AKA's, or episcope's before it did), the console's timeline screen decodes
+the capture and hands the statistics over as a ``DecodedSites`` event, which
+``with_decoded_sites`` joins to the receipt: either way they are the receipt's ``sites``.
 """
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -43,6 +49,37 @@ def _dict(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+# Why a receipt's ``sites`` is None.
+NO_SITES = ("the receipt states no per-site statistics (written by AKA, or by an earlier episcope): "
+            "opening it in the console's timeline screen decodes them from the capture")
+
+
+class TimelineSite(msgspec.Struct, frozen=True):
+    """One probe site of a capture (``console.timeline.summary.site_statistics``): its records
+    (a range's begin and end count apart), its paired ranges and their durations in ns, None
+    where the site closed no range."""
+
+    site_id: int
+    name: str
+    kind: str
+    records: int
+    ranges: int
+    total_ns: int | None
+    median_ns: float | None
+    min_ns: int | None
+    max_ns: int | None
+
+
+class DecodedSites(msgspec.Struct, frozen=True):
+    """The per-site statistics the console decoded from the capture of a receipt that states
+    none (event kind ``timeline_sites``, whose path is the receipt's). ``raw_sha256`` is the
+    raw buffer digest that receipt named: a receipt rewritten for another capture does not
+    take them."""
+
+    raw_sha256: str | None
+    sites: tuple[TimelineSite, ...]
+
+
 class TimelineReceipt(msgspec.Struct, frozen=True):
     backend: str | None
     stage: str | None
@@ -61,16 +98,31 @@ class TimelineReceipt(msgspec.Struct, frozen=True):
     summary: str | None
     measurement: str | None
     instrumented_source_sha256: str | None
+    raw_sha256: str | None
     raw: dict[str, Any]
     # Where the receipt was read from: its raw buffer, manifest and trace are named relative
     # to it. None for a receipt parsed from an object alone.
     path: str | None = None
+    sites: tuple[TimelineSite, ...] | None = None  # dictionary order
+    sites_from: str | None = None  # "receipt" (episcope.sites) | "decoded" (DecodedSites)
+    sites_unknown: str | None = None  # why ``sites`` is None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
         if self.classification_reasons is not None:
             out["classification_reasons"] = list(self.classification_reasons)
+        out["sites"] = msgspec.to_builtins(self.sites)
         return out
+
+
+def _sites(extras: dict[str, Any]) -> tuple[tuple[TimelineSite, ...] | None, str | None]:
+    """episcope's ``sites`` and None, or None and why there are none."""
+    if "sites" not in extras:
+        return None, NO_SITES
+    try:
+        return msgspec.convert(extras["sites"], tuple[TimelineSite, ...]), None
+    except msgspec.ValidationError as exc:
+        return None, f"episcope.sites is unreadable: {exc}"
 
 
 def receipt_from_obj(obj: Any) -> TimelineReceipt:
@@ -87,6 +139,7 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
     entry = _dict(measurement) or _dict(obj.get("measurement_summary")) or {}
     statistics = _dict(extras.get("measurement")) or _dict(obj.get("measurement_summary")) or {}
     interval = _dict(statistics.get("interval")) or {}
+    sites, sites_unknown = _sites(extras)
     return TimelineReceipt(
         backend=_str(obj.get("backend")),
         stage=_str(obj.get("stage")),
@@ -105,8 +158,31 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
         summary=_str(obj.get("summary")),
         measurement=_str(measurement.get("path")) if isinstance(measurement, dict) else _str(measurement),
         instrumented_source_sha256=_str(obj.get("instrumented_source_sha256")),
+        raw_sha256=_str(obj.get("raw_sha256")),
         raw=obj,
+        sites=sites,
+        sites_from="receipt" if sites is not None else None,
+        sites_unknown=sites_unknown,
     )
+
+
+def decoded_sites(raw_sha256: str | None, statistics: list[dict[str, Any]]) -> DecodedSites:
+    """``console.timeline.summary.site_statistics`` of the capture a receipt names (by
+    ``raw_sha256``) as the event data that hands them to the state."""
+    return DecodedSites(raw_sha256=raw_sha256, sites=msgspec.convert(statistics, tuple[TimelineSite, ...]))
+
+
+def with_decoded_sites(receipts: tuple[TimelineReceipt, ...],
+                       decoded: Mapping[str, DecodedSites]) -> tuple[TimelineReceipt, ...]:
+    """Each receipt that states no sites, with those the console decoded from its capture
+    (``decoded``: by receipt path) while it names the same raw buffer."""
+    out = []
+    for receipt in receipts:
+        found = decoded.get(receipt.path) if receipt.sites is None and receipt.path is not None else None
+        if found is not None and found.raw_sha256 == receipt.raw_sha256:
+            receipt = replace(receipt, sites=found.sites, sites_from="decoded", sites_unknown=None)
+        out.append(receipt)
+    return tuple(out)
 
 
 class TimelineMeasurement(msgspec.Struct, frozen=True):

@@ -1,8 +1,12 @@
 """The intra-kernel timeline of one receipt, with Perfetto export.
 
 Decoding a capture and writing its trace are slow: both run in a worker thread
-(``console.timeline.capture_view``) and come back as a message; the screen draws only what
-the message carries, and says "decoding…" meanwhile.
+(``console.timeline.capture_view``) and come back as a message, and the screen says
+"decoding…" meanwhile. The owner lanes are drawn from the decoded capture the message carries
+(the capture itself, too large for the episode state). The per-site table is drawn from the
+state: the receipt's ``sites``, which episcope's receipts state; for one that states none, the
+worker's statistics go to the app as ``SitesDecoded``, which folds them into the session as an
+event (recorded, replayed, in ``status --json``), and the table follows the state.
 """
 
 from __future__ import annotations
@@ -17,8 +21,12 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from console.episode.replay import state_dir
+from console.episode.state import EpisodeState
 from console.episode.text import visible
+from console.formats.timeline import DecodedSites, TimelineReceipt, decoded_sites
+from console.screens.episodes import REFRESH_SECONDS
 from console.timeline.capture_view import CaptureView, TimelineLoadError, capture_view, export_perfetto
+from console.timeline.summary import site_statistics
 from widgets.key_bar import KeyBar
 from widgets.timeline_view import TimelineView
 
@@ -32,12 +40,22 @@ class TimelineScreen(Screen):
     ]
 
     class Loaded(Message):
-        """A capture decoded (``view``) or refused (``error``)."""
+        """A capture decoded (``view``, and its per-site statistics ``sites``) or refused (``error``)."""
 
-        def __init__(self, view: CaptureView | None, error: str | None) -> None:
+        def __init__(self, view: CaptureView | None, sites: DecodedSites | None, error: str | None) -> None:
             super().__init__()
             self.view = view
+            self.sites = sites
             self.error = error
+
+    class SitesDecoded(Message):
+        """Per-site statistics of a capture whose receipt (``receipt_path``, as the state
+        names it) states none, for the app to fold into the state."""
+
+        def __init__(self, receipt_path: str, sites: DecodedSites) -> None:
+            super().__init__()
+            self.receipt_path = receipt_path
+            self.sites = sites
 
     class Exported(Message):
         def __init__(self, path: Path | None, error: str | None) -> None:
@@ -50,6 +68,7 @@ class TimelineScreen(Screen):
         self.receipt_path = Path(receipt_path)
         self.view: CaptureView | None = None
         self.error: str | None = None
+        self._sites_of: tuple[TimelineReceipt | None] | None = None  # the receipt the site table shows
 
     @property
     def capture(self):
@@ -68,19 +87,47 @@ class TimelineScreen(Screen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-load")
     def load(self) -> None:
         try:
-            self.post_message(self.Loaded(capture_view(self.receipt_path), None))
+            view = capture_view(self.receipt_path)
+            sites = decoded_sites(view.raw_sha256, site_statistics(view.capture))
         except TimelineLoadError as exc:
-            self.post_message(self.Loaded(None, str(exc)))
+            self.post_message(self.Loaded(None, None, str(exc)))
+            return
+        self.post_message(self.Loaded(view, sites, None))
 
-    def on_timeline_screen_loaded(self, message: Loaded) -> None:
+    def receipt(self, state: EpisodeState) -> TimelineReceipt | None:
+        """This screen's receipt as the state holds it (None: the state holds no such receipt)."""
+        return next((r for r in state.timeline_receipts if r.path is not None and Path(r.path) == self.receipt_path),
+                    None)
+
+    async def on_timeline_screen_loaded(self, message: Loaded) -> None:
         self.view, self.error = message.view, message.error
         self.query_one("#timeline-status", Static).remove()
         if message.view is not None:
             shown = TimelineView(message.view)
         else:
             shown = Static(Text(visible(message.error or "nothing to show"), style="red"), id="timeline-error")
-        self.mount(shown, before=self.query_one(KeyBar))
+        await self.mount(shown, before=self.query_one(KeyBar))
         self.refresh_bindings()
+        if message.view is None:
+            return
+        receipt = self.receipt(self.app.episode_state)
+        if receipt is not None and receipt.sites is None and receipt.path is not None and message.sites is not None:
+            self.post_message(self.SitesDecoded(receipt.path, message.sites))  # bubbles up to the app
+        self.show_sites(self.app.episode_state)
+        self.set_interval(REFRESH_SECONDS, self._follow)
+
+    def _follow(self) -> None:
+        # The app keeps the newest state even while its dashboard is hidden under this screen.
+        self.show_sites(self.app.episode_state)
+
+    def show_sites(self, state: EpisodeState) -> None:
+        """Draw the receipt's sites as the state holds them (only when the receipt changed)."""
+        receipt = self.receipt(state)
+        if self._sites_of is not None and self._sites_of[0] is receipt:
+            return
+        self._sites_of = (receipt,)
+        why = "this receipt is not in the episode's state" if receipt is None else receipt.sites_unknown
+        self.query_one(TimelineView).show_sites(receipt.sites if receipt is not None else None, why)
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "export" and self.capture is None:

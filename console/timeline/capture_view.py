@@ -1,8 +1,10 @@
 """One timeline capture ready to draw, and its Perfetto export: pure functions, no screen.
 
 The console's timeline screen runs these in a worker thread (decoding a capture of many
-thousand events, or writing its trace, takes far longer than a frame) and draws only what
-they return. The receipt names its raw buffer, manifest and event dictionary relative to
+thousand events, or writing its trace, takes far longer than a frame). It draws the owner
+lanes from what they return (the capture itself, too large for the episode state); the
+per-site statistics (``summary.site_statistics``) go into the state instead, where
+``status --json`` and a replay read them too. The receipt names its raw buffer, manifest and event dictionary relative to
 itself; the capture is decoded again by the decoder ``validate`` uses, so what the screen
 shows is what the buffer says, not what a summary claimed. Every file is read through
 ``read_regular_file``: a receipt that names a FIFO or ``/dev/zero`` is refused, not waited on.
@@ -33,21 +35,6 @@ class TimelineLoadError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class SiteRow:
-    """One probe site's intervals, in µs (None: the site closed no range)."""
-
-    site_id: int
-    name: str
-    kind: str
-    events: int
-    ranges: int
-    total_us: float | None
-    median_us: float | None
-    min_us: float | None
-    max_us: float | None
-
-
-@dataclass(frozen=True, slots=True)
 class Lane:
     """One owner (CTA / writer) on one SM: its ranges and instants in ns since ``t0``."""
 
@@ -64,18 +51,22 @@ class CaptureView:
     sites: tuple[tuple[int, str], ...]  # (site id, name), dictionary order
     lanes: tuple[Lane, ...]  # by SM, then owner
     span_ns: int
-    site_rows: tuple[SiteRow, ...]
     grid: tuple[int, ...]
     block: tuple[int, ...]
     launch_id: int
     event_count: int
     range_count: int
     capture: Capture  # what the export writes
+    raw_sha256: str | None  # the raw buffer digest the receipt names (AKA's ``raw_sha256``)
 
 
 def load_capture(receipt_path: str | os.PathLike[str]) -> Capture:
     """The decoded capture a receipt names; :class:`TimelineLoadError` says why not."""
-    receipt_path = Path(receipt_path)
+    return _load(Path(receipt_path))[1]
+
+
+def _load(receipt_path: Path) -> tuple[dict, Capture]:
+    """The receipt as read, and the capture it names decoded."""
     try:
         receipt = json.loads(read_regular_file(receipt_path))
     except (OSError, ValueError) as exc:  # FormatError is a ValueError
@@ -108,23 +99,9 @@ def load_capture(receipt_path: str | os.PathLike[str]) -> Capture:
     except (OSError, ValueError, FormatError, SpecError) as exc:
         raise TimelineLoadError(f"{receipt_path}: {exc}") from None
     try:
-        return decode(raw, manifest, dictionary)
+        return receipt, decode(raw, manifest, dictionary)
     except CaptureRejected as exc:
         raise TimelineLoadError("capture rejected: " + "; ".join(str(p) for p in exc.problems)) from None
-
-
-def site_rows(capture: Capture) -> tuple[SiteRow, ...]:
-    ev, rg = capture.events, capture.ranges
-    durations = (rg["end_ns"].astype(np.int64) - rg["begin_ns"].astype(np.int64)) if rg["owner"].size else np.zeros(0, np.int64)
-    rows = []
-    for site in capture.dictionary.sites:
-        count = int(np.count_nonzero(ev["site"] == site.site_id))
-        mine = durations[rg["site"] == site.site_id] if durations.size else durations
-        stats: tuple[float | None, ...] = (None,) * 4
-        if mine.size:
-            stats = (float(mine.sum()) / 1e3, float(np.median(mine)) / 1e3, float(mine.min()) / 1e3, float(mine.max()) / 1e3)
-        rows.append(SiteRow(site.site_id, site.name, site.kind, count, int(mine.size), *stats))
-    return tuple(rows)
 
 
 def lanes(capture: Capture) -> tuple[tuple[Lane, ...], int]:
@@ -151,7 +128,7 @@ def lanes(capture: Capture) -> tuple[tuple[Lane, ...], int]:
 
 def capture_view(receipt_path: str | os.PathLike[str]) -> CaptureView:
     """Load, decode and lay out the capture a receipt names (slow: run it off the UI thread)."""
-    capture = load_capture(receipt_path)
+    receipt, capture = _load(Path(receipt_path))
     owner_lanes, span = lanes(capture)
     header = capture.header
     return CaptureView(
@@ -159,13 +136,13 @@ def capture_view(receipt_path: str | os.PathLike[str]) -> CaptureView:
         sites=tuple((site.site_id, site.name) for site in capture.dictionary.sites),
         lanes=owner_lanes,
         span_ns=span,
-        site_rows=site_rows(capture),
         grid=tuple(header.grid),
         block=tuple(header.block),
         launch_id=header.launch_id,
         event_count=capture.event_count,
         range_count=int(capture.ranges["owner"].size),
         capture=capture,
+        raw_sha256=receipt.get("raw_sha256") if isinstance(receipt.get("raw_sha256"), str) else None,
     )
 
 

@@ -28,7 +28,7 @@ from .capture_view import MAX_RAW_BYTES
 from .decode import Capture, decode
 from .files import json_bytes, sha256_file
 from .manifest import load_json, parse_dictionary, parse_manifest
-from .summary import summarize, summary_extras
+from .summary import site_statistics, summarize, summary_extras
 
 RECEIPT_SCHEMA = "atrex-autonomous-timeline-receipt/v1"
 SUMMARY_NAME = "trace.summary.json"
@@ -283,6 +283,7 @@ def episcope_facts(*, correctness: str | None, correctness_evidence: str | None,
         "trace_integrity": integrity_facts(capture),
         "interval_requests": list(intervals),
         "summary": summary_extras(capture, intervals),
+        "sites": site_statistics(capture),
         "measurement": measurement_statistics(evidence.measurement_obj),
     }
 

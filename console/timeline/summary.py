@@ -1,4 +1,5 @@
-"""The trace summary (FORMATS §10) and named intervals recomputed from canonical events."""
+"""The trace summary (FORMATS §10), per-site statistics and named intervals, recomputed from
+canonical events."""
 
 from __future__ import annotations
 
@@ -119,3 +120,29 @@ def summary_extras(capture: Capture, intervals: list[str] | tuple[str, ...] = ()
         "span_ns": int(ts.max() - ts.min()),
         "intervals": [interval_stats(capture, *parse_interval_request(t)) for t in intervals],
     }
+
+
+def site_statistics(capture: Capture) -> list[dict]:
+    """One entry per dictionary site, in dictionary order: its records in the buffer (a
+    range's begin and end count apart), its paired ranges, and their durations in ns (total,
+    median, min, max; null for a site that closed no range). episcope's receipt states them
+    under ``episcope.sites`` so a reader sees what the capture's sites did without decoding it;
+    ``validate`` recomputes them from the raw buffer."""
+    rg = capture.ranges
+    durations = rg["end_ns"].astype(np.int64) - rg["begin_ns"].astype(np.int64)
+    out = []
+    for site in capture.dictionary.sites:
+        mine = durations[rg["site"] == site.site_id]
+        closed = bool(mine.size)
+        out.append({
+            "site_id": site.site_id,
+            "name": site.name,
+            "kind": site.kind,
+            "records": int(np.count_nonzero(capture.events["site"] == site.site_id)),
+            "ranges": int(mine.size),
+            "total_ns": int(mine.sum()) if closed else None,
+            "median_ns": float(np.median(mine)) if closed else None,
+            "min_ns": int(mine.min()) if closed else None,
+            "max_ns": int(mine.max()) if closed else None,
+        })
+    return out

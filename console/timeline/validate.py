@@ -36,7 +36,7 @@ from .receipt import (
     record_problem,
     verified_correctness,
 )
-from .summary import summarize, summary_extras
+from .summary import site_statistics, summarize, summary_extras
 
 
 def _hashed_files(receipt: dict, base: Path, reasons: list[str]) -> dict[str, Path]:
@@ -105,6 +105,9 @@ def _check_extras(capture: Capture, receipt: dict) -> list[str]:
     else:
         if extras.get("summary") != again:
             reasons.append("episcope summary differs from the re-decoded raw buffer")
+    # absent from receipts written before episcope stated its per-site statistics
+    if "sites" in extras and extras["sites"] != site_statistics(capture):
+        reasons.append("episcope sites differ from the re-decoded raw buffer")
     return reasons
 
 
