@@ -213,3 +213,37 @@ def test_full_range_stops_and_overflow_is_published_on_return(cuda, events, stat
     assert records["payload"].tolist() == list(range(8)) * 2
     if status == 0:
         assert decode(raw, parse_manifest(man), parse_dictionary(DICTIONARY)).committed_records == 16
+
+
+def test_the_timeline_command_writes_and_validates_a_live_capture_with_its_site_statistics(cuda, tmp_path):
+    """The whole command on a capture taken now: its receipt states every site's statistics
+    (``episcope.sites``), equal to those of the decoded buffer, and ``validate`` accepts it."""
+    import subprocess
+
+    from console.timeline.summary import site_statistics
+
+    _, adapter = cuda
+    man = manifest(45, 48)
+    raw = _launch(cuda, man).raw()
+    (tmp_path / "live.bin").write_bytes(raw)
+    (tmp_path / "live.manifest.json").write_text(json.dumps(man))
+    (tmp_path / "fixture.events.json").write_text(json.dumps(DICTIONARY))
+    (tmp_path / "fixture_kernel.cu").write_text(KERNEL)
+    (tmp_path / "fixture_kernel.instrumented.cu").write_text(
+        adapter.instrument_source(KERNEL, DICTIONARY, source_name="fixture_kernel.cu"))
+    script = ROOT / "skills" / "autonomous-gpu-kernel-timeline" / "scripts" / "timeline.py"
+    decoded = subprocess.run(
+        [sys.executable, str(script), "decode", "--raw", str(tmp_path / "live.bin"),
+         "--manifest", str(tmp_path / "live.manifest.json"), "--dictionary", str(tmp_path / "fixture.events.json"),
+         "--clean-source", str(tmp_path / "fixture_kernel.cu"),
+         "--instrumented-source", str(tmp_path / "fixture_kernel.instrumented.cu"),
+         "--workload-identity", "gpu-live", "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120)
+    assert decoded.returncode == 0, decoded.stderr
+    receipt = json.loads((tmp_path / "out" / "receipt.json").read_text())
+    capture = decode(raw, parse_manifest(man), parse_dictionary(DICTIONARY))
+    assert receipt["episcope"]["sites"] == json.loads(json.dumps(site_statistics(capture)))
+    assert {site["name"] for site in receipt["episcope"]["sites"]} == {s["name"] for s in DICTIONARY["sites"]}
+    checked = subprocess.run([sys.executable, str(script), "validate", str(tmp_path / "out" / "receipt.json")],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["valid"] is True, checked.stdout + checked.stderr
