@@ -3,6 +3,8 @@ bundled example at the sizes the layout must hold: 80x24, 100x30 and 200x50."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bundled_example import bundled_state
@@ -11,11 +13,15 @@ from console.episode import events as ev
 from console.episode.events import Event
 from console.episode.reducer import Reducer
 from console.episode.replay import Replay
+from console.episode.state import EpisodeState
 from console.formats.abba import parse_verdict
 from console.formats.job_record import job_record_from_obj
 from console.formats.memory import parse_memory_version
 from console.formats.problems import Unreadable
 from console.formats.telemetry import record_epoch
+from console.formats.timeline import read_timeline_receipt
+from console.timeline.capture_view import load_capture
+from console.timeline.summary import site_statistics
 from console_fixture import write_receipt
 from spine_helpers import tele, telemetry_record
 
@@ -98,8 +104,13 @@ def test_replay_midway(snap_compare):
 
 
 def test_kernel_timeline(snap_compare, tmp_path):
+    """The timeline of a receipt of the episode, written as the timeline tool writes one now:
+    its per-site statistics in the receipt (``episcope.sites``), drawn from the state."""
     receipt = write_receipt(tmp_path / "capture-1")
-    app = EpiscopeApp(sample_gpu=False)
+    written = json.loads(receipt.read_text())
+    written.setdefault("episcope", {})["sites"] = site_statistics(load_capture(receipt))
+    receipt.write_text(json.dumps(written))
+    app = EpiscopeApp(state=EpisodeState(timeline_receipts=(read_timeline_receipt(receipt).value,)), sample_gpu=False)
 
     async def open_it(pilot):
         quiet(pilot)
