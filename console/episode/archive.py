@@ -228,6 +228,8 @@ def _unpack(archive: Path, handle: BinaryIO, target: Path, limits: TarLimits | N
             handle.seek(0)
             check_tar_gz(handle, limits or TarLimits())
             _extract(handle, staging)
+            if os.path.lexists(staging / DONE_MARKER):
+                raise ArchiveError(f"member {DONE_MARKER} is the name of episcope's own mark of a finished copy")
             for config in _git_configs(staging):
                 _keep_safe_config(config)
             _link_worktrees(staging, target)

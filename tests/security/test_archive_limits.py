@@ -166,3 +166,15 @@ def test_status_of_a_spin_archive_exits_at_once_with_one_line(tmp_path):
     assert time.monotonic() - started < 20
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "refused" in proc.stderr, proc.stderr
     assert not list((tmp_path / "cache").rglob("kernel.py"))
+
+
+@pytest.mark.parametrize("kind", [tarfile.DIRTYPE, tarfile.REGTYPE])
+def test_an_archive_holding_the_finished_copy_mark_is_refused_in_one_line(tmp_path, cache, kind):
+    """``.episcope-unpacked`` is episcope's own mark, written last into a finished copy: an
+    archive that brings a member of that name (a directory made writing it fail with a
+    traceback; a file would pass for the mark) is refused, and nothing is cached."""
+    path = tmp_path / "marked.tar.gz"
+    path.write_bytes(gzip.compress(tar_bytes(member("camp/kernel.py"), member(archive_module.DONE_MARKER, b"", kind))))
+    with pytest.raises(ArchiveError, match=r"marked\.tar\.gz: member \.episcope-unpacked is the name of episcope's own"):
+        open_archive(path)
+    assert cached_copies(cache) == []
