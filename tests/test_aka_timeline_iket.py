@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console.timeline.capture_view import TimelineLoadError, load_capture
+from console.timeline.capture_view import TimelineLoadError, capture_view
 from console.timeline.tool import main as timeline
 from console.timeline.validate import validate_receipt
 
@@ -199,9 +199,9 @@ def test_episcope_receipt_without_its_iket_record_is_refused(workspace):
 
 def test_console_opens_episcopes_iket_receipt_and_says_why_not_akas(workspace):
     export(workspace, "ours", "--correctness", "passed")
-    assert load_capture(workspace / "ours" / "receipt.json").event_count == 5120
+    assert capture_view(workspace / "ours" / "receipt.json").capture.event_count == 5120
     with pytest.raises(TimelineLoadError, match="without episcope's ATREXLT1 buffer"):
-        load_capture(workspace / "iket_explore" / "receipt.json")
+        capture_view(workspace / "iket_explore" / "receipt.json")
 
 
 def test_export_of_an_iket_receipt_uses_episcopes_buffer_and_refuses_akas_with_the_reason(workspace, capsys):

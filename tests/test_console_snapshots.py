@@ -20,7 +20,7 @@ from console.formats.memory import parse_memory_version
 from console.formats.problems import Unreadable
 from console.formats.telemetry import record_epoch
 from console.formats.timeline import read_timeline_receipt
-from console.timeline.capture_view import load_capture
+from console.timeline.capture_view import capture_view
 from console.timeline.summary import site_statistics
 from console_fixture import write_receipt
 from spine_helpers import tele, telemetry_record
@@ -108,7 +108,7 @@ def test_kernel_timeline(snap_compare, tmp_path):
     its per-site statistics in the receipt (``episcope.sites``), drawn from the state."""
     receipt = write_receipt(tmp_path / "capture-1")
     written = json.loads(receipt.read_text())
-    written.setdefault("episcope", {})["sites"] = site_statistics(load_capture(receipt))
+    written.setdefault("episcope", {})["sites"] = site_statistics(capture_view(receipt).capture)
     receipt.write_text(json.dumps(written))
     app = EpiscopeApp(state=EpisodeState(timeline_receipts=(read_timeline_receipt(receipt).value,)), sample_gpu=False)
 

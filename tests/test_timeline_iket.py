@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from console.formats.timeline import read_timeline_receipt
-from console.timeline.capture_view import load_capture
+from console.timeline.capture_view import capture_view
 from console.timeline.tool import main as timeline
 from console.timeline.validate import validate_receipt
 
@@ -90,7 +90,7 @@ def test_export_of_the_h200_run_validates_and_opens_like_a_cuda_receipt(run_copy
     assert summary["ranges"] == 2048 and summary["instants"] == 1024 and len(summary["physical_sms"]) == 128
     assert summary["matched_launches"] == 1 and summary["launches"][0]["launch_key"] == "iket_pid_0x63a.trace.json:0"
     assert validate_receipt(str(out / "receipt.json")) == []
-    capture = load_capture(out / "receipt.json")  # what the console's timeline screen decodes
+    capture = capture_view(out / "receipt.json").capture  # what the console's timeline screen decodes
     assert capture.event_count == 5120
     assert len(set(capture.events["owner"].tolist())) == 1024  # one owner per warp observed
     assert read_timeline_receipt(out / "receipt.json").value.backend == "iket"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.formats.timeline import read_timeline_receipt
-from console.timeline.capture_view import load_capture
+from console.timeline.capture_view import capture_view
 from console.timeline.files import sha256_file
 from console.timeline.measure import MeasureConfig, measure
 from console.timeline.receipt import ReceiptError, write_capture
@@ -74,7 +74,7 @@ def test_decision_grade_capture_validates(workspace):
     # END of each compute to the next BEGIN of carry: 6 iterations x 18 owners (tests/test_timeline_intervals.py)
     assert intervals[0]["count"] == 18 * 6 and intervals[0]["semantics"] == "end_to_begin"
     # the per-site statistics, stated by the receipt and read into its typed ``sites``
-    capture = load_capture(workspace / "final" / "receipt.json")
+    capture = capture_view(workspace / "final" / "receipt.json").capture
     assert receipt["episcope"]["sites"] == site_statistics(capture)
     assert read.sites_from == "receipt" and read.sites_unknown is None
     assert [(s.name, s.ranges) for s in read.sites] == [(site.name, int((capture.ranges["site"] == site.site_id).sum()))

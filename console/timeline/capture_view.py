@@ -60,11 +60,6 @@ class CaptureView:
     raw_sha256: str | None  # the raw buffer digest the receipt names (AKA's ``raw_sha256``)
 
 
-def load_capture(receipt_path: str | os.PathLike[str]) -> Capture:
-    """The decoded capture a receipt names; :class:`TimelineLoadError` says why not."""
-    return _load(Path(receipt_path))[1]
-
-
 def _load(receipt_path: Path) -> tuple[dict, Capture]:
     """The receipt as read, and the capture it names decoded."""
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from console.timeline.capture_view import TimelineLoadError, load_capture
+from console.timeline.capture_view import TimelineLoadError, capture_view
 from console.timeline.receipt import write_capture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,12 +76,12 @@ def test_the_timeline_loader_refuses_at_once_in_one_line(workspace):
     receipt = workspace / "timeline" / "receipt.json"
     started = time.monotonic()
     with pytest.raises(TimelineLoadError) as refused:
-        load_capture(receipt)
+        capture_view(receipt)
     assert time.monotonic() - started < PROMPT
     assert "\n" not in str(refused.value) and "device" in str(refused.value)
     receipt.write_text(json.dumps({**json.loads(receipt.read_text()), "raw": "../capture_ok.bin"}))
     with pytest.raises(TimelineLoadError) as refused:
-        load_capture(receipt)  # the raw buffer is fine now; the manifest still is /dev/zero
+        capture_view(receipt)  # the raw buffer is fine now; the manifest still is /dev/zero
     assert "\n" not in str(refused.value) and "device" in str(refused.value)
 
 
