@@ -28,6 +28,7 @@ from datetime import UTC
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from msgspec.structs import replace
 
 from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
@@ -67,25 +68,28 @@ if TYPE_CHECKING:
     from .state import AbbaComparison
 
 
-_KNOWN_PHASES = frozenset(PHASES)
+# A known phase's name, one string shared by every span of it; a marker of another phase has none.
+_PHASE_NAMES: dict[str | None, str] = {phase: phase for phase in PHASES}
 # The runtime files an episode's facts read: one that cannot be read makes them unknown, not 0.
 _RUNTIME_NAMES = frozenset({"telemetry.jsonl", "evaluations.jsonl", "journal.json", "handoff.json", "job.json"})
 
 
-class _Clock:
+class _Clock(msgspec.Struct, gc=False):
     """One attempt's telemetry clock: its monotonic bounds, the phase time attributed
-    inside it, and what it last added to the file's time totals."""
+    inside it, and what it last added to the file's time totals.
 
-    __slots__ = ("attempt_id", "attributed", "first", "iteration_id", "last", "orchestration_part", "span_part")
+    A long campaign has an attempt per few dozen records, and every clock lives as long as
+    its file's fold. Like the spans, it holds only strings and numbers (never part of a
+    cycle), so the cyclic collector need not track it.
+    """
 
-    def __init__(self, iteration_id: str, attempt_id: str) -> None:
-        self.iteration_id = iteration_id
-        self.attempt_id = attempt_id
-        self.first: float | None = None  # earliest and latest monotonic time: both None or both set
-        self.last: float | None = None
-        self.attributed = 0.0
-        self.span_part = 0.0
-        self.orchestration_part = 0.0
+    iteration_id: str
+    attempt_id: str
+    first: float | None = None  # earliest and latest monotonic time: both None or both set
+    last: float | None = None
+    attributed: float = 0.0
+    span_part: float = 0.0
+    orchestration_part: float = 0.0
 
 
 class _Tally:
@@ -144,26 +148,22 @@ class _TelemetryFold:
     def _intern(self, text: str | None) -> str | None:
         return None if text is None else self.ids.setdefault(text, text)
 
-    def _phase(self, record: FoldedTelemetry | TelemetryRecord) -> str:
-        phase = record.phase
-        assert phase is not None, "the record types reject a phase marker without its phase"
-        return self.ids.setdefault(phase, phase)
-
-    def _close(self, span: PhaseSpan, clock: _Clock) -> None:
-        """Keep a closed span, add its wall time to its phase and attempt, and count why it
-        is partial if it is."""
-        self.spans.append(span)
-        tally = self.totals.get(span.phase)
+    def _close(self, clock: _Clock, phase: str, start: float | None, start_at: float | None,
+               end: float | None, end_at: float | None, reason: str | None) -> None:
+        """Keep a closed span of ``clock``'s attempt (explicit unless a reason says why it is
+        partial), and add its wall time to its phase and attempt."""
+        self.spans.append(PhaseSpan(iteration_id=clock.iteration_id, attempt_id=clock.attempt_id, phase=phase,
+                                    start_monotonic=start, end_monotonic=end, start_at=start_at, end_at=end_at,
+                                    measurement="explicit" if reason is None else "partial", reason=reason))
+        tally = self.totals.get(phase)
         if tally is None:
-            tally = self.totals[span.phase] = _Tally()
-        start, end = span.start_monotonic, span.end_monotonic
+            tally = self.totals[phase] = _Tally()
         if start is not None and end is not None:
             tally.wall += end - start
             clock.attributed += end - start
         tally.intervals += 1
-        if span.measurement != "explicit":
+        if reason is not None:
             tally.partial += 1
-            reason = span.reason or "partial"
             self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
     def _ignore_marker(self) -> None:
@@ -192,7 +192,7 @@ class _TelemetryFold:
             at = None if ts is None else (ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)).timestamp()
             if at is not None and (latest is None or at > latest):
                 latest = at
-            if clock is None or record.iteration_id != iteration_id or record.attempt_id != attempt_id:
+            if record.iteration_id != iteration_id or record.attempt_id != attempt_id or clock is None:
                 if clock is not None:
                     self._end_run(clock, first, last, current)
                 clock = self._clock(record.iteration_id, record.attempt_id)
@@ -208,32 +208,22 @@ class _TelemetryFold:
                 elif mono < first:
                     first = mono
             event = record.event
-            if event == "phase_completed":
-                if record.phase not in _KNOWN_PHASES:
+            if event == "phase_started" or event == "phase_completed":
+                phase = _PHASE_NAMES.get(record.phase)
+                if phase is None:
                     self._ignore_marker()
+                elif event == "phase_started":
+                    if current is not None:
+                        open_phase, start, start_at = current
+                        self._close(clock, open_phase, start, start_at, mono, at, "overlapping")
+                    current = (phase, mono, at)
                 elif current is None:
-                    self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id,
-                                          phase=self._phase(record), start_monotonic=None,
-                                          end_monotonic=mono, start_at=None, end_at=at, measurement="partial",
-                                          reason="orphan_end"), clock)
+                    self._close(clock, phase, None, None, mono, at, "orphan_end")
                 else:
-                    phase, start, start_at = current
+                    open_phase, start, start_at = current
                     current = None
-                    paired = phase == record.phase
-                    self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id, phase=phase,
-                                          start_monotonic=start, end_monotonic=mono, start_at=start_at, end_at=at,
-                                          measurement="explicit" if paired else "partial",
-                                          reason=None if paired else "mismatched_end"), clock)
-            elif event == "phase_started":
-                if record.phase not in _KNOWN_PHASES:
-                    self._ignore_marker()
-                    continue
-                if current is not None:
-                    phase, start, start_at = current
-                    self._close(PhaseSpan(iteration_id=iteration_id, attempt_id=attempt_id, phase=phase,
-                                          start_monotonic=start, end_monotonic=mono, start_at=start_at, end_at=at,
-                                          measurement="partial", reason="overlapping"), clock)
-                current = (self._phase(record), mono, at)
+                    self._close(clock, open_phase, start, start_at, mono, at,
+                                None if open_phase == phase else "mismatched_end")
             elif event == "source_read":
                 self.reads.append(SourceRead(iteration_id=iteration_id, attempt_id=attempt_id,
                                              source_kind=self._intern(record.source_kind),
