@@ -304,11 +304,11 @@ async def test_enter_typed_ahead_opens_the_row_the_cursor_moved_to(example):
         await pilot.press("6")
         await pilot.pause()
         table = app.query_one("#versions-table", DataTable)
-        assert table.cursor_row == 0 and table.row_count >= 2
-        app.post_message(events.Key("down", None))
+        assert table.cursor_row == 1 and table.row_count == 2  # the newest version is selected first
+        app.post_message(events.Key("up", None))
         app.post_message(events.Key("enter", "\r"))
         for _ in range(50):
             await pilot.pause(0.02)
             if isinstance(app.screen, DetailScreen):
                 break
-        assert isinstance(app.screen, DetailScreen) and app.screen.title_text == "version v1"
+        assert isinstance(app.screen, DetailScreen) and app.screen.title_text == "version v0"

@@ -54,7 +54,13 @@ class VersionsPane(Pane):
                     ),
                 )
             )
-        sync_table(self.query_one(DataTable), rows, self.filter_text)
+        table = self.query_one(DataTable)
+        first_fill = table.row_count == 0
+        sync_table(table, rows, self.filter_text)
+        if first_fill and table.row_count:
+            # The newest version is the one an operator looks at (and D diffs against the
+            # incumbent): on a short terminal the oldest would hide it behind the scrollbar.
+            table.move_cursor(row=table.row_count - 1, animate=False)
 
     def selected_version(self) -> MemoryVersion | None:
         """The memory version of the row under the cursor (None: no rows)."""
