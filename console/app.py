@@ -162,7 +162,7 @@ class EpiscopeApp(App):
     def __init__(self, *, session=None, workspace: Workspace | None = None,
                  open_session: Callable[[], Session] | None = None, replay=None,
                  state: EpisodeState | None = None, readonly: bool = False,
-                 readonly_reason: str = "read-only", launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
+                 readonly_reason: str | None = None, launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
                  clock=time.time) -> None:
         """Live on an open ``session``, or on ``workspace``, whose session ``open_session()``
         opens after the first frame (in the scan's thread); in replay on ``replay``; or
@@ -173,7 +173,8 @@ class EpiscopeApp(App):
         self.replay = replay
         self.mode = "replay" if replay is not None else "live"
         self.readonly = readonly
-        self.readonly_reason = readonly_reason  # what a dimmed action says when read-only
+        # What a dimmed action says when read-only: a replay is one by its nature.
+        self.readonly_reason = readonly_reason or ("replay: read-only" if replay is not None else "read-only")
         self.launcher = launcher
         self.gpu_sampler = gpu_sampler
         self.sample_gpu = sample_gpu

@@ -7,6 +7,7 @@ import sys
 
 import orjson
 import pytest
+from textual.widgets import Static
 
 from console.app import EpiscopeApp
 from console.episode import events as ev
@@ -191,6 +192,11 @@ async def test_replay_screen_keys_move_the_virtual_clock(replay_of):
         assert 0.3 < replay.fraction() < 0.7
         titles = [t for t, _, _ in app.palette_commands()]
         assert any(t.startswith("Jump to version v") for t in titles)
+        await pilot.press("question_mark")  # the help names why the keys are dim
+        await pilot.pause()
+        help_text = " ".join(strip.text for static in app.screen.query(Static)
+                             for strip in static.render_lines(static.size.region))
+        assert "replay: read-only, actions disabled" in help_text
 
 
 def test_watch_refuses_a_path_that_is_not_a_workspace(tmp_path):

@@ -149,3 +149,12 @@ def test_a_failure_reason_with_control_characters_is_made_visible(tmp_path):
     (reason,) = [line for line in proc.stdout.splitlines() if "owned" in line]
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\u202e" not in proc.stdout
     assert reason.startswith("          ␛]0;owned␇ gate \\u202eFAIL") and reason.endswith("more characters)")
+
+
+def test_an_episode_without_a_version_says_unknown(idle):
+    """README: the human status prints a null as ``unknown`` (the bundled example's e0002 has
+    no memory version)."""
+    doc = json.loads(json.dumps(idle[0]))
+    doc["episodes"][-1]["version"] = None
+    line = _block(render_status(doc).splitlines(), "episodes")[1]
+    assert line.split()[:3] == ["e0002", "archived", "unknown"] and "v?" not in line

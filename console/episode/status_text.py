@@ -164,7 +164,7 @@ def _episodes(episodes: list[dict[str, Any]]) -> list[str]:
     lines = ["episodes"]
     for record in episodes:
         number = f"e{record['episode']:04d}" if isinstance(record["episode"], int) else "e?"
-        version = f"v{record['version']}" if record["version"] is not None else "v?"
+        version = f"v{record['version']}" if record["version"] is not None else "unknown"
         # A running episode has no terminal status yet: its supervisor phase says where it is.
         outcome = record["status"] or (f"phase {record['phase']}" if record["phase"] else "unknown")
         accepted = {True: "accepted", False: "rejected", None: "accepted unknown"}[record["accepted"]]
