@@ -16,7 +16,7 @@ from console.episode.session import Session
 from console.episode.state import EpisodeState
 from console.episode.summary import status_document
 from console.screens.detail import DetailScreen
-from console.screens.episodes import EpisodesScreen
+from console.screens.episodes import EpisodesScreen, record_lines
 from widgets.key_bar import KeyBar
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "aka"
@@ -77,6 +77,9 @@ async def test_h_lists_every_episode_as_status_json_has_it(idle):
                      "phase_timing.reason_codes: orphan_phase_end", "promotion_commit: null",
                      f"verifications[0].directory: {episodes[1]['verifications'][0]['directory']}"):
             assert line in lines
+        # The record whole: every field of episodes[], its profiles too (README).
+        assert f"profiles: {episodes[1]['profiles'][0]}" in lines
+        assert lines == list(record_lines(episodes[1]))
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from console.formats.supervisor import Attempt, SupervisorState
     from console.gpu.sampler import GpuReading
 
+    from .episodes import EpisodeRecord
     from .preflight import Preflight
 
 T = TypeVar("T")
@@ -209,13 +210,16 @@ def _profiles(state: EpisodeState) -> list[dict[str, Any]]:
 
 
 def _episodes(state: EpisodeState) -> list[dict[str, Any]]:
-    """The campaign view: each episode's record and the directories of its profiles."""
-    out = []
-    for record in state.episodes:
-        entry = record.to_json()
-        entry["profiles"] = [p.profile.dir for p in state.campaign_profiles if p.episode == record.episode]
-        out.append(entry)
-    return out
+    """The campaign view: each episode's entry."""
+    return [episode_entry(state, record) for record in state.episodes]
+
+
+def episode_entry(state: EpisodeState, record: EpisodeRecord) -> dict[str, Any]:
+    """One episode as ``episodes[]`` has it: its record and the directories of its profiles
+    (the history screen's detail shows this very entry)."""
+    entry = record.to_json()
+    entry["profiles"] = [p.profile.dir for p in state.campaign_profiles if p.episode == record.episode]
+    return entry
 
 
 def _runtime(state: EpisodeState) -> tuple[RuntimeFacts, dict[str, str]]:

@@ -124,8 +124,10 @@ class EpisodesScreen(Screen):
         record = next((record for record in self.state.episodes if row_key(record) == event.row_key.value), None)
         if record is None:  # the row left with a newer state
             return
+        from console.episode.summary import episode_entry
         from console.screens.detail import DetailScreen
 
         number = f"e{record.episode:04d}" if record.episode is not None else "the live episode"
-        self.app.push_screen(DetailScreen(f"episode {number} ({record.source})", "\n".join(record_lines(record.to_json()))))
+        lines = record_lines(episode_entry(self.state, record))
+        self.app.push_screen(DetailScreen(f"episode {number} ({record.source})", "\n".join(lines)))
 
