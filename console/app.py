@@ -657,9 +657,10 @@ class EpiscopeApp(App):
                 return
 
     def _give_first_focus(self) -> bool:
-        """The phases pane has the focus at start, else the first pane with data. While the
-        workspace is scanned no pane has a body to focus: False, and the first draw with
-        data tries again."""
+        """The phases pane has the focus at start, else the first pane with data: pane 1,
+        the top left one, where reading and the number keys start, and the overview an
+        operator opens with Enter. While the workspace is scanned no pane has a body to
+        focus: False, and the first draw with data tries again."""
         panes = [self.query_one("#phases", Pane), *(pane for pane in self.panes() if not pane.empty)]
         return any(pane.focus_pane() for pane in panes)
 

@@ -312,3 +312,39 @@ async def test_enter_typed_ahead_opens_the_row_the_cursor_moved_to(example):
             if isinstance(app.screen, DetailScreen):
                 break
         assert isinstance(app.screen, DetailScreen) and app.screen.title_text == "version v0"
+
+
+@pytest.mark.parametrize("number", ["6", "4"])
+async def test_a_pane_key_typed_ahead_moves_the_focus_before_the_keys_after_it(example, number):
+    """A pane's number key, Down and Enter arriving together (as a terminal delivers keys
+    typed ahead): Down moves the cursor of the pane the number chose and Enter opens its
+    row, not the pane that had the focus before."""
+    from textual import events
+
+    expected = {"6": "version v1", "4": f"job {example.jobs[1].job_id}"}[number]  # v1 is the newest: Down stays
+    app = example_app(example)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.focused, PhaseTimeline)
+        for key, character in ((number, number), ("down", None), ("enter", "\r")):
+            app.post_message(events.Key(key, character))
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, DetailScreen):
+                break
+        assert isinstance(app.screen, DetailScreen) and app.screen.title_text == expected
+
+
+async def test_a_console_opened_on_a_workspace_gives_the_first_focus_to_the_phases_pane(tmp_path):
+    """While the workspace is scanned every pane is empty; the first focus waits for data
+    and goes to pane 1, not to the first widget that can take the focus (the ABBA pane)."""
+    campaign, _ = build_episode(tmp_path)
+    workspace = resolve_workspace(campaign)
+    app = EpiscopeApp(workspace=workspace, open_session=lambda: Session(campaign, workspace=workspace),
+                      sample_gpu=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(200):
+            if app.scanned and not app.episode_state.scanning and app.focused is not None:
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.focused, PhaseTimeline)

@@ -33,6 +33,7 @@ from textual.binding import Binding
 from textual.color import Color
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from console.episode.state import EpisodeState
@@ -245,24 +246,36 @@ class Pane(Vertical):
         """What an empty pane says it waits for (None while it shows data)."""
         return self._note_text if self.empty else None
 
+    def focus_target(self) -> Widget | None:
+        """The widget the pane's number key focuses: its table, else the pane itself when it
+        can hold the focus; None when there is nothing to focus yet."""
+        if self.empty:  # a table mounted earlier is hidden now
+            return None
+        tables = self.query(DataTable)
+        if tables:
+            return tables.first()
+        return self if self.can_focus else None
+
     def focus_pane(self) -> bool:
         """Focus the pane's table (or the pane); False when there is nothing to focus yet."""
-        if self.empty:  # a table mounted earlier is hidden now
+        target = self.focus_target()
+        if target is None:
             return False
-        target = self.query(DataTable).first() if self.query(DataTable) else None
-        if target is not None:
-            target.focus()
-        elif self.can_focus:
-            self.focus()
-        else:
-            return False
-        return True
+        self._take_focus(target)
+        return self.screen.focused is target
 
     def hold_focus(self) -> None:
         """Give an empty pane the focus (its number key does): Enter and / then answer for
         it, not for the pane that had the focus. Tab passes empty panes by."""
         self._held = True
-        self.focus()
+        self._take_focus(self)
+
+    def _take_focus(self, widget: Widget) -> None:
+        # The screen's set_focus moves the focus now; Widget.focus() moves it from a callback
+        # queued behind the keys already typed. The app looks a key's binding up from the
+        # focused widget as the key reaches it, so a number key followed at once by Down and
+        # Enter (typed ahead) has them act on the pane the number chose.
+        self.screen.set_focus(widget)
 
     # -- the detail view --------------------------------------------------------------------
 

@@ -278,11 +278,10 @@ class PhaseTimelinePane(Pane):
         for timeline in self.query(PhaseTimeline):  # absent while the pane mounts or unmounts
             timeline.tick(now)
 
-    def focus_pane(self) -> bool:
+    def focus_target(self) -> Widget | None:
         if not self.has_body or self.empty:
-            return False
-        self.query_one(PhaseTimeline).focus()
-        return True
+            return None
+        return self.query_one(PhaseTimeline)
 
     def full_text(self) -> tuple[str, str] | None:
         state = self.state

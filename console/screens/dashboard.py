@@ -27,8 +27,9 @@ class DashboardScreen(Screen):
     # stock repaint and a ``Pane:focus-within`` rule.
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
     # The app gives the first focus (EpiscopeApp._give_first_focus) once a pane has a body;
-    # Textual's rule, the first focusable widget, would pick an empty pane.
-    AUTO_FOCUS = None
+    # Textual's rule, the first focusable widget, picked the ABBA pane while every pane was
+    # still empty. "" turns that rule off: None would take the app's AUTO_FOCUS ("*").
+    AUTO_FOCUS = ""
 
     def __init__(self, *, on_show: Callable[[], None] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
