@@ -194,6 +194,7 @@ class EpiscopeApp(App):
         self._stop = threading.Event()  # also read by the watcher's own thread
         self._session_changed = False
         self.scanned = False  # the scan's thread folds the session until this is set
+        self._held_sites: list[TimelineScreen.SitesDecoded] = []  # decoded before the scan was in
         self._draw_timer: Timer | None = None
         self._drawn_at = 0.0
         self._filter_target: Pane | None = None
@@ -290,6 +291,7 @@ class EpiscopeApp(App):
             await drawn.wait()
             await asyncio.to_thread(session.refresh, None)
             self.scanned = True  # GPU readings and job-failure toasts wait for the whole scan
+            self._fold_held_sites()
             self._session_changed = True
             self.draw_pending()
             if self.samples_gpu():
@@ -361,12 +363,24 @@ class EpiscopeApp(App):
     def on_timeline_screen_sites_decoded(self, message: TimelineScreen.SitesDecoded) -> None:
         """Per-site statistics the timeline screen decoded from a capture whose receipt states
         none: folded into the state like a GPU reading (recorded and replayed); the screen's
-        table draws them from the next state. A replay or a fixed state has no session to fold
-        them into: the table then says why the receipt has none."""
-        if self.session is None or not self.scanned:
+        table draws them from the next state. While the start-up scan still folds the session
+        in its thread they wait for it (``_fold_held_sites``). A replay or a fixed state has no
+        session to fold them into: the screen says so (``sites_not_decoded``)."""
+        if not self.watches_workspace():
             return
-        self.set_state(self.session.add([ev.Event(ev.TIMELINE_SITES, message.receipt_path, None, time.time(),
-                                                  message.sites)]))
+        self._held_sites.append(message)
+        if self.scanned:
+            self._fold_held_sites()
+
+    def _fold_held_sites(self) -> None:
+        if not self._held_sites:
+            return
+        held, self._held_sites = self._held_sites, []
+        # On the episode's clock: at its newest event, the moment of the episode the console had
+        # read when they were decoded (the key press's wall time stretched a recording's span).
+        at = self.session.state.last_event_at
+        self.set_state(self.session.add([ev.Event(ev.TIMELINE_SITES, m.receipt_path, None, at, m.sites)
+                                         for m in held]))
         self._flush_recording()
 
     def _flush_recording(self) -> None:
@@ -787,7 +801,17 @@ class EpiscopeApp(App):
 
         if isinstance(self.screen, TimelineScreen) and self.screen.receipt_path == Path(receipt_path):
             return  # already open (``t`` there would stack a second copy of it)
-        self.push_screen(TimelineScreen(receipt_path))
+        self.push_screen(TimelineScreen(receipt_path, sites_not_decoded=self.sites_not_decoded()))
+
+    def sites_not_decoded(self) -> str | None:
+        """Why a receipt's per-site statistics, where it states none, stay unknown here (None:
+        the timeline screen decodes them into the session)."""
+        if self.watches_workspace():
+            return None
+        if self.mode == "replay":
+            return ("this replay holds no per-site statistics for this receipt: a replay shows what was recorded "
+                    "and decodes none (the live console, episcope watch, does)")
+        return "this snapshot holds no per-site statistics for this receipt, and has no session to decode them into"
 
     # -- replay ----------------------------------------------------------------------------
 

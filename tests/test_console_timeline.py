@@ -3,6 +3,8 @@ sampler (N/A without a GPU)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from textual.widgets import DataTable, Static
 
@@ -74,6 +76,10 @@ async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path,
         # ... and are recorded: a replay of the session has them as the receipt's sites
         _, events, problems = load_recording(recorder.path)
         assert problems == [] and [e.kind for e in events].count(ev.TIMELINE_SITES) == 1
+        # ... on the episode's clock: at its newest event, not at the key press (which made a
+        # recording's span run to the hour the operator looked)
+        (sites_event,) = [e for e in events if e.kind == ev.TIMELINE_SITES]
+        assert sites_event.at == max(e.at for e in events if e.kind != ev.TIMELINE_SITES and e.at is not None)
         replay = Replay(events)
         replay.seek_index(replay.total)
         assert screen.receipt(replay.state()) == receipt
@@ -88,6 +94,70 @@ async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path,
         assert not any(p.is_relative_to(campaign) or p.is_relative_to(worktree) for p in exported)
         await pilot.press("escape")
         assert not isinstance(app.screen, TimelineScreen)
+
+
+class GatedSession(Session):
+    """The real session, whose git refresh (the second half of the console's start-up scan)
+    waits until ``gate`` is set: the console is still scanning while it waits."""
+
+    def __init__(self, path, gate: threading.Event) -> None:
+        super().__init__(path)
+        self.gate = gate
+
+    def refresh(self, changed=None):
+        self.gate.wait(30)
+        return super().refresh(changed)
+
+
+def site_names(screen: TimelineScreen) -> list[str]:
+    table = screen.query_one("#sites-table", DataTable)
+    return [str(table.get_row(key)[0]) for key in table.rows]
+
+
+async def test_sites_decoded_during_the_start_up_scan_are_folded_once_it_is_in(tmp_path):
+    campaign, _ = build_episode(tmp_path / "ws")
+    gate = threading.Event()
+    app = EpiscopeApp(session=GatedSession(campaign, gate), sample_gpu=False)
+    try:
+        async with app.run_test(size=(150, 46)) as pilot:
+            for _ in range(100):  # the files are read and drawn; git's half of the scan waits
+                if app.receipts():
+                    break
+                await pilot.pause(0.1)
+            assert app.receipts() and not app.scanned
+            await pilot.press("t")
+            screen = app.screen
+            await decoded(pilot, screen)
+            await pilot.pause(0.2)
+            assert isinstance(screen, TimelineScreen) and site_names(screen) == []
+            gate.set()
+            for _ in range(100):
+                if site_names(screen):
+                    break
+                await pilot.pause(0.05)
+            assert app.scanned and site_names(screen) == ["load", "store"]
+            assert screen.receipt(app.session.state).sites_from == "decoded"
+    finally:
+        gate.set()
+
+
+async def test_a_replay_says_why_the_site_table_is_empty(tmp_path):
+    campaign, _ = build_episode(tmp_path / "ws")
+    replay = Replay(list(Session(campaign).scan_events(final=True)))
+    replay.seek_index(replay.total)
+    app = EpiscopeApp(replay=replay, readonly=True, sample_gpu=False)
+    async with app.run_test(size=(150, 46)) as pilot:
+        await pilot.pause()
+        (receipt,) = app.receipts()
+        app.open_timeline(receipt)
+        await pilot.pause()
+        screen = app.screen
+        await decoded(pilot, screen)
+        assert isinstance(screen, TimelineScreen) and screen.capture is not None and site_names(screen) == []
+        note = str(screen.query_one("#sites-note", Static).render())
+        assert "this replay holds no per-site statistics" in note
+        assert "decodes them" not in note  # the receipt's own reason promises what a replay does not do
+        assert screen.receipt(app.episode_state).sites is None  # nothing was folded into the replay
 
 
 async def test_a_rejected_capture_is_explained_not_fatal(tmp_path):

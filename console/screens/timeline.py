@@ -63,9 +63,12 @@ class TimelineScreen(Screen):
             self.path = path
             self.error = error
 
-    def __init__(self, receipt_path: str | Path) -> None:
+    def __init__(self, receipt_path: str | Path, *, sites_not_decoded: str | None = None) -> None:
+        """``sites_not_decoded``: why the statistics of a receipt that states none stay
+        unknown in this console (a replay's), None where the app folds in the decoded ones."""
         super().__init__()
         self.receipt_path = Path(receipt_path)
+        self.sites_not_decoded = sites_not_decoded
         self.view: CaptureView | None = None
         self.error: str | None = None
         self._sites_of: tuple[TimelineReceipt | None] | None = None  # the receipt the site table shows
@@ -126,7 +129,12 @@ class TimelineScreen(Screen):
         if self._sites_of is not None and self._sites_of[0] is receipt:
             return
         self._sites_of = (receipt,)
-        why = "this receipt is not in the episode's state" if receipt is None else receipt.sites_unknown
+        if receipt is None:
+            why: str | None = "this receipt is not in the episode's state"
+        elif receipt.sites is None and self.sites_not_decoded is not None:
+            why = self.sites_not_decoded  # the receipt's own reason promises a decode this console does not do
+        else:
+            why = receipt.sites_unknown
         self.query_one(TimelineView).show_sites(receipt.sites if receipt is not None else None, why)
 
     def check_action(self, action: str, parameters) -> bool | None:
