@@ -163,10 +163,11 @@ class EpiscopeApp(App):
                  open_session: Callable[[], Session] | None = None, replay=None,
                  state: EpisodeState | None = None, readonly: bool = False,
                  readonly_reason: str | None = None, launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
-                 clock=time.time) -> None:
+                 clock: Callable[[], float] | None = time.time) -> None:
         """Live on an open ``session``, or on ``workspace``, whose session ``open_session()``
         opens after the first frame (in the scan's thread); in replay on ``replay``; or
-        showing a fixed ``state``."""
+        showing a fixed ``state``. ``clock`` None: a frozen record (an archive), whose "now"
+        is its newest event (``_now``)."""
         super().__init__()
         self.session = session
         self.open_session = open_session
@@ -460,6 +461,10 @@ class EpiscopeApp(App):
     def _now(self) -> float | None:
         if self.replay is not None:
             return self.replay.now
+        if self.clock is None:
+            # An archive is a record that stopped: a phase open in it has run for as long as
+            # the record shows (status: no duration), not until this machine's wall clock.
+            return self.episode_state.last_event_at
         return self.clock()
 
     def _tick(self) -> None:

@@ -219,6 +219,31 @@ async def test_a_path_inside_an_archives_unpacked_copy_opens_read_only(tmp_path,
         assert f"episode {1 if inside.startswith('e0001') else 2}" in shown
 
 
+async def test_an_archived_open_phase_ends_at_the_archives_last_event(tmp_path, monkeypatch):
+    """An archive is a frozen record: its supervisor stopped mid-benchmark, and status gives
+    that open phase no duration. The console's "now" is the archive's newest event, so the
+    phase is drawn for as long as the record shows, not until this machine's clock (it was
+    ``▶ 8h38m benchmark`` and grew every minute)."""
+    from console.cli import build_parser
+    from console.commands.watch import console_app
+    from widgets.phase_timeline import PhaseTimeline
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive = ROOT / "tests" / "fixtures" / "aka" / "campaign_inflight.tar.gz"
+    args = build_parser().parse_args(["watch", str(archive), "--no-record"])
+    app = console_app(args, resolve_workspace(args.path))
+    async with app.run_test(size=SIZE) as pilot:
+        assert await until(pilot, lambda: app.scanned and app.episode_state.active_phase is not None, 20)
+        await pilot.pause(0.3)
+        state = app.episode_state
+        assert state.active_phase.phase == "benchmark"
+        assert status_document(state)["phases"]["benchmark"]["wall_seconds"] is None
+        timeline = app.query_one(PhaseTimeline)
+        assert timeline.now == state.last_event_at < time.time() - 3600
+        lane = next(line for line in timeline.render().plain.splitlines() if "▶" in line)
+        assert lane.split("▶")[1].split() == ["5.2s", "benchmark"]  # the lane as the record shows it
+
+
 def test_the_preflight_is_recorded_and_replayed(tmp_path):
     from console.episode import events as ev
     from console.episode.preflight import PREFLIGHT_PATH, check_preflight

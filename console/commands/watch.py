@@ -37,6 +37,8 @@ def run(args) -> int:
 
 def console_app(args, workspace):
     """The console ``watch`` runs on ``workspace`` (what ``args.path`` resolved to)."""
+    import time
+
     from console.actions import JobLauncher
     from console.app import EpiscopeApp
     from console.cli import CommandError
@@ -64,6 +66,8 @@ def console_app(args, workspace):
     readonly = args.readonly or workspace.archive is not None
     launcher = None if readonly else JobLauncher(workspace.episode_root)
     # This machine's GPU says nothing about a recorded episode: an archive is not sampled.
+    # An archive is frozen: its "now" is its newest event, not this machine's clock.
     return EpiscopeApp(workspace=workspace, open_session=open_session, readonly=readonly, launcher=launcher,
                        recorder=recorder, sample_gpu=workspace.archive is None,
+                       clock=time.time if workspace.archive is None else None,
                        readonly_reason="archive: read-only" if workspace.archive is not None else "read-only")
