@@ -23,7 +23,7 @@ from console.episode.replay import (
     version_commit_times,
 )
 from console.episode.session import Session
-from console.episode.summary import episode_facts, status_document
+from console.episode.summary import episode_facts, running_jobs, status_document
 from console_fixture import build_episode
 from widgets.replay_bar import ReplayBar
 
@@ -240,12 +240,19 @@ def test_the_bundled_episode_replays_on_its_own_clock(tmp_path, monkeypatch):
     assert archived_at[1] < worktree_from < archived_at[2]
     started = next(index + 1 for index, e in enumerate(replay.events) if e.kind == ev.TELEMETRY)
     runs = {1: range(started, archived_at[1]), 2: range(worktree_from, archived_at[2])}
+    # Each worktree's job records are read whichever worktree the archive shows: an episode's
+    # jobs are in the Jobs pane (state.jobs) while it runs, and counted in the header's slots.
+    of_episode = {n: {e.data.job_id for e in replay.events if e.kind == ev.JOB and f"/e{n:04d}-" in e.path} for n in runs}
+    assert {n: len(ids) for n, ids in of_episode.items()} == {1: 16, 2: 5}
+    shown: dict[int, set[str]] = {n: set() for n in runs}
     # the recorder ran its jobs one at a time; four at once is replayed in test_jobs_sandbox.py
     for index in range(replay.total + 1):
         replay.seek_index(index)
         state = replay.state()
         running = [j for j in state.jobs if j.state == "running"]
         assert len(running) <= 1 and all(j.finished_at is None and j.exit_code is None for j in running)
+        traced = [op for op in state.traced_operations if op.status == "running"]
+        assert running_jobs(state) == len([j for j in state.jobs if j.state in ("queued", "running")]) + len(traced)
         archived = {r.episode for r in state.episodes if r.source == "archived"}
         assert archived <= {n for n, at in archived_at.items() if at <= index}, (index, archived)
         for number, run in runs.items():
@@ -253,7 +260,12 @@ def test_the_bundled_episode_replays_on_its_own_clock(tmp_path, monkeypatch):
                 facts = episode_facts(state)
                 assert (facts["number"], facts["status"], state.current_episode.source) == (number, None, "live"), index
                 assert status_document(state)["episodes"][-1]["episode"] == number
-    assert {j.state for j in replay.state().jobs} == {"succeeded"} and len(replay.state().jobs) == len(jobs)
+                shown[number] |= {job.job_id for job in state.jobs}
+                assert {job.job_id for job in state.jobs} <= of_episode[number], index
+    assert shown == of_episode and of_episode[1] | of_episode[2] == {e.data.job_id for e in replay.events if e.kind == ev.JOB}
+    # by the end every job has ended; the pane holds the last episode's
+    assert {j.state for j in replay.state().jobs} == {"succeeded"} and {j.job_id for j in replay.state().jobs} == of_episode[2]
+    assert len(jobs) == 21
     # Playing from the start reaches the end in the episode's own span of virtual time.
     replay.seek_index(0)
     replay.toggle()

@@ -7,14 +7,13 @@ from rich.text import Text
 from textual.widget import Widget
 
 from console.episode.state import EpisodeState
-from console.episode.summary import episode_facts
+from console.episode.summary import episode_facts, running_jobs
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
 from .common import NA, fmt, plain, short_sha
 
-
-def running_jobs(state: EpisodeState) -> int:
-    return sum(1 for job in state.jobs if job.state in ("queued", "running"))
+# running_jobs is the slots in use as status's sandbox.running counts them; the app reads it here too.
+__all__ = ["EpisodeHeader", "incumbent_figure", "running_jobs"]
 
 
 def incumbent_figure(state: EpisodeState) -> str:

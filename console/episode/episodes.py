@@ -14,8 +14,8 @@ no file gives is ``None``, and ``unknown`` says why, never 0.
 
 Profiles outlive their episode too: AKA archives an ended episode's worktree files, its
 ``profiles/`` among them, under ``episodes/eNNNN/archive/worktree_files/``, and a worktree
-still on disk keeps its own (``eNNNN-<hex>``). ``profile_episode`` reads a profile's episode
-from that place; ``campaign_profiles`` tags every profile with it and says which are the
+still on disk keeps its own (``eNNNN-<hex>``). ``place_episode`` reads a profile's episode
+from that place (and a sandbox job record's: it counts for the episode whose worktree holds it); ``campaign_profiles`` tags every profile with it and says which are the
 current episode's (the funnel and the dominant kernel read only those).
 """
 
@@ -34,10 +34,11 @@ from console.profiling.result import ProfileResult
 from .phase_timing import PhaseTiming
 
 if TYPE_CHECKING:
+    from console.formats.job_record import JobRecord
     from console.formats.journal import Journal
     from console.formats.supervisor import ActiveEpisode, Attempt
 
-    from .state import AbbaComparison
+    from .state import AbbaComparison, SandboxOperation
 
 _ARCHIVED = re.compile(r"(?:^|[/\\])\.atrex_long_horizon[/\\]episodes[/\\]e([0-9]+)[/\\]")
 # <parent>/.atrex_long_horizon_worktrees/<campaign>/eNNNN-<hex>/ (AKA names each worktree so)
@@ -68,10 +69,11 @@ def live_episode_number(active: ActiveEpisode | None, journal: Journal | None, w
     return worktree_episode(worktree)
 
 
-def profile_episode(directory: str) -> int | None:
-    """The episode a profile directory's place names: an ended episode's archived worktree
-    files, or a worktree named after its episode; None: neither (a root's own profiles/)."""
-    found = _ARCHIVED.search(directory) or _WORKTREE.search(directory)
+def place_episode(path: str) -> int | None:
+    """The episode a profile directory's or a job record's place names: an ended episode's
+    archived worktree files, or a worktree named after its episode; None: neither (a campaign
+    root's own profiles/ or sandbox/)."""
+    found = _ARCHIVED.search(path) or _WORKTREE.search(path)
     return int(found.group(1)) if found else None
 
 
@@ -93,7 +95,7 @@ def campaign_profiles(profiles: Iterable[ProfileResult], current: int | None,
     inside = os.path.join(worktree, "") if worktree else None
     tagged = []
     for profile in profiles:
-        number = profile_episode(profile.dir)
+        number = place_episode(profile.dir)
         shown = number is None or (inside is not None and profile.dir.startswith(inside))
         is_current = shown or (number is not None and number == current)
         tagged.append(CampaignProfile(current if number is None else number, is_current, profile))
@@ -106,6 +108,25 @@ def by_episode(paths: Iterable[str]) -> dict[int | None, set[str]]:
     for path in paths:
         groups.setdefault(archived_episode(path), set()).add(path)
     return groups
+
+
+def traced_only(operations: Iterable[SandboxOperation], jobs: Iterable[JobRecord]) -> tuple[SandboxOperation, ...]:
+    """The telemetry sandbox operations no job record names, newest first: the sandbox work
+    the Jobs pane and ``status`` list beside the job records (AKA writes no job record, so
+    on its campaigns these are all there is). ``SandboxCounts`` counts the same ones."""
+    named = {job.operation_id for job in jobs if job.operation_id}
+    return tuple(sorted((op for op in operations if op.operation_id not in named),
+                        key=lambda op: op.started_at or 0.0, reverse=True))
+
+
+def operation_elapsed(operation: SandboxOperation, now: float | None) -> float | None:
+    """A traced operation's time: its stated duration once completed, else the time since it
+    started until ``now`` (None: neither is known)."""
+    if operation.status != "running":
+        return operation.duration_seconds
+    if operation.started_at is None or now is None:
+        return None
+    return max(now - operation.started_at, 0.0)
 
 
 class SandboxCounts(msgspec.Struct, frozen=True):

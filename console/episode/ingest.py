@@ -40,8 +40,12 @@ SKIP_DIRS = frozenset(
      WORKTREES_DIR, "archive", "slots", ".whl", "harness"}
 )
 MAX_DEPTH = 8
-# What is read outside the roots shown (registry.Artifact.every_worktree): the profiles.
-EVERY_WORKTREE = frozenset(row.kind for row in ARTIFACTS if row.every_worktree)
+# What is read outside the roots shown (registry.Artifact.every_worktree), by the directory of
+# a worktree it lives in: the profiles, the sandbox job records and their logs.
+EVERY_WORKTREE: dict[str, frozenset[str]] = {
+    place: frozenset(row.kind for row in ARTIFACTS if row.every_worktree == place)
+    for place in dict.fromkeys(row.every_worktree for row in ARTIFACTS if row.every_worktree)
+}
 
 
 def _stamp(path: str) -> Stamp | None:
@@ -72,19 +76,23 @@ class Ingest:
     def _places(self) -> Iterator[tuple[str, str, bool, frozenset[str] | None]]:
         """Where to walk: (directory, its path relative to its root, whether that root is the
         campaign's, the kinds read there; None: every kind). The roots shown, then the profiles
-        of the campaign's other worktrees and of its ended episodes' archived worktree files."""
+        and job records of the campaign's other worktrees, and the profiles of its ended
+        episodes' archived worktree files: an episode's record is the same whichever of its
+        worktrees, or the campaign, opened it."""
         campaign_root = self.workspace.campaign_root
         for root in self.workspace.roots:
             yield str(root), "", root == campaign_root, None
-        for directory, prefix in self._profile_places():
-            yield directory, prefix, False, EVERY_WORKTREE
+        for directory, prefix, kinds in self._other_places():
+            yield directory, prefix, False, kinds
 
-    def _profile_places(self) -> Iterator[tuple[str, str]]:
-        """(directory, its path relative to its root) of each profiles/ outside the roots shown."""
+    def _other_places(self) -> Iterator[tuple[str, str, frozenset[str]]]:
+        """(directory, its path relative to its root, the kinds read there) of each directory
+        read outside the roots shown."""
         shown = set(self.workspace.roots)
         for worktree in self.workspace.worktrees:
             if worktree not in shown:
-                yield str(worktree / PROFILES), PROFILES
+                for place, kinds in EVERY_WORKTREE.items():
+                    yield str(worktree / place), place, kinds
         episodes = self.workspace.campaign_root / EPISODES_DIR
         try:
             names = sorted(entry.name for entry in os.scandir(episodes) if entry.is_dir(follow_symlinks=False))
@@ -92,7 +100,7 @@ class Ingest:
             return
         for name in names:  # registry.artifact_at keeps only the eNNNN ones
             prefix = f"{EPISODES_DIR}{name}/{WORKTREE_FILES}{PROFILES}"
-            yield str(self.workspace.campaign_root / prefix), prefix
+            yield str(self.workspace.campaign_root / prefix), prefix, EVERY_WORKTREE[PROFILES]
 
     def _walk(self) -> Iterator[tuple[Artifact, str]]:
         """(artifact, absolute path) of every artifact file under the workspace's places."""

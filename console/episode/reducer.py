@@ -45,6 +45,8 @@ from .episodes import (
     by_episode,
     campaign_profiles,
     live_episode_number,
+    place_episode,
+    traced_only,
 )
 from .guards import evaluate_guards
 from .job_logs import JobLogs
@@ -395,12 +397,19 @@ class Reducer:
             return None
         return docs[max(paths, key=lambda p: (self._document_at.get(p) or 0.0, p))]
 
-    def _runtime_groups(self) -> dict[int | None, set[str]]:
-        """Runtime files by episode (episodes.py): its telemetry, evaluations, journal,
-        handoff and sandbox job records, and those of them that could not be read."""
+    def _runtime_groups(self) -> tuple[dict[int | None, set[str]], dict[int | None, set[str]]]:
+        """Runtime files by episode (episodes.py): its telemetry, evaluations, journal and
+        handoff by the archived episode they are in (None: the live one's), and those of them
+        that could not be read; then the sandbox job records by the episode whose worktree
+        holds them (``place_episode``; None: the campaign root's own, the live episode's)."""
         unreadable = [path for path, _ in self._unreadable if path.rsplit("/", 1)[-1] in _RUNTIME_NAMES]
-        return by_episode([*self._telemetry, *self._evaluations, *self._documents.get(ev.JOURNAL, ()),
-                           *self._documents.get(ev.HANDOFF, ()), *self._documents.get(ev.JOB, ()), *unreadable])
+        job_paths = [*self._documents.get(ev.JOB, ()), *(p for p in unreadable if p.rsplit("/", 1)[-1] == "job.json")]
+        jobs: dict[int | None, set[str]] = {}
+        for path in job_paths:
+            jobs.setdefault(place_episode(path), set()).add(path)
+        files = by_episode([*self._telemetry, *self._evaluations, *self._documents.get(ev.JOURNAL, ()),
+                            *self._documents.get(ev.HANDOFF, ()), *(p for p in unreadable if p not in job_paths)])
+        return files, jobs
 
     def _runtime_facts(self, paths: set[str]) -> RuntimeFacts:
         folds = [self._telemetry[p] for p in sorted(paths) if p in self._telemetry]
@@ -428,16 +437,23 @@ class Reducer:
         whose worktree is still there), else, between episodes, the last archived one. Its
         record and the state's episode fields read the same files.
 
-        Sandbox job records sit in the worktree whatever becomes of the episode: once the
-        worktree's episode is archived, they count in its archived record."""
-        groups = self._runtime_groups()
+        Sandbox job records sit in the worktree whatever becomes of the episode, and every
+        worktree of the campaign still on disk is read (ingest): each record counts for its
+        worktree's episode, whichever path opened the campaign. The live episode's are among
+        its live files, and count in its archived record once it is archived."""
+        groups, job_groups = self._runtime_groups()
         live = groups.get(None)
         active = self._latest(ev.ACTIVE_EPISODE)
         live_journal = self._latest(ev.JOURNAL, live) if live else None
         live_number = live_episode_number(active, live_journal, self._meta["worktree"])
-        live_jobs = {p for p in live or () if p in (self._documents.get(ev.JOB) or {})}
+        live_jobs = set().union(*(paths for n, paths in job_groups.items() if n is None or n == live_number))
+        if live_jobs:
+            live = (live or set()) | live_jobs
         archived_paths = {n: paths | live_jobs if n == live_number else paths
                           for n, paths in groups.items() if n is not None}
+        for number, paths in job_groups.items():  # another worktree's: its own episode's
+            if number is not None and number != live_number:
+                archived_paths[number] = archived_paths.get(number, set()) | paths
         supervisor = self._latest(ev.STATE)
         records = build_history(
             [*(supervisor.attempts or () if supervisor else ()), *self._all(ev.ATTEMPT)],
@@ -513,7 +529,11 @@ class Reducer:
             if sha:
                 by_sha.setdefault(sha, []).append(evaluation)
         versions = self._all(ev.MEMORY_VERSION, sort_key=_version_key)
-        jobs = self._all(ev.JOB, sort_key=lambda job: job.created_at or "")[::-1]
+        # The Jobs pane's: the current episode's job records (its runtime files), newest first.
+        job_records = self._documents.get(ev.JOB) or {}
+        jobs = tuple(job_records[p] for p in sorted((p for p in current if p in job_records),
+                                                    key=lambda p: (job_records[p].created_at or "", p)))[::-1]
+        sandbox_operations = combine([Prefix(f.ops_done) for f in folds] + [running_ops])
         every_profile = campaign_profiles(self._all(ev.PROFILE), record.episode if record is not None else None,
                                           self._meta["worktree"])
         profiles = tuple(tagged.profile for tagged in every_profile if tagged.current)
@@ -540,7 +560,8 @@ class Reducer:
             orchestration_seconds=orchestration,
             telemetry_span_seconds=span_seconds,
             source_reads=combine([Prefix(f.reads) for f in folds]),
-            sandbox_operations=combine([Prefix(f.ops_done) for f in folds] + [running_ops]),
+            sandbox_operations=sandbox_operations,
+            traced_operations=traced_only(sandbox_operations, jobs),
             running_operations=running_ops,
             telemetry_events=facts.telemetry_events,
             evaluations=evaluations,

@@ -55,14 +55,16 @@ Layout = Literal["lines", "document", "directory", "derived"]
 # the same files as a live episode's, read by the same rows, told apart by their path.
 ARCHIVED = ".atrex_long_horizon/episodes/e<N>/episode_runtime/"
 ARCHIVED_VERIFY = ".atrex_long_horizon/episodes/e<N>/verification_runtime/*/"
-# Profiles are an episode's evidence and outlive it: AKA archives an ended episode's worktree
-# files, its profiles/ among them, under WORKTREE_FILES; ingest also reads the profiles/ of every
-# worktree of the campaign still on disk (``Artifact.every_worktree``). Each profile's path says
-# its episode (console.episode.episodes.profile_episode).
+# Profiles and sandbox job records are an episode's evidence and outlive it: AKA archives an
+# ended episode's worktree files, its profiles/ among them, under WORKTREE_FILES; ingest also
+# reads the profiles/ and the job records of every worktree of the campaign still on disk
+# (``Artifact.every_worktree``), whichever path opened the campaign. Each one's path says its
+# episode (console.episode.episodes.place_episode).
 EPISODES_DIR = ".atrex_long_horizon/episodes/"
 WORKTREE_FILES = "archive/worktree_files/"
 ARCHIVED_WORKTREE = EPISODES_DIR + "e<N>/" + WORKTREE_FILES
 PROFILES = "profiles/"
+SANDBOX = ".atrex_long_horizon/sandbox/"
 
 
 class Artifact(msgspec.Struct, frozen=True):
@@ -78,9 +80,10 @@ class Artifact(msgspec.Struct, frozen=True):
     # Only the campaign root's copy counts: a worktree is a checkout of the base commit,
     # so its memory/ and runtime files say what the campaign already says.
     campaign_only: bool = False
-    # Read in every worktree of the campaign and in the ended episodes' archived worktree
-    # files too, not only in the roots shown (ingest walks their ``PROFILES`` directory there).
-    every_worktree: bool = False
+    # The directory (relative to a worktree) ingest also walks in every other worktree of the
+    # campaign, not only in the roots shown ("": only there); the ``PROFILES`` row is read in
+    # the ended episodes' archived worktree files too.
+    every_worktree: str = ""
     about: str = ""
 
     def reader(self) -> Callable[..., Any]:
@@ -109,10 +112,11 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact(ev.TELEMETRY_SUMMARY, (".atrex_long_horizon/episodes/*/telemetry.summary.json",), "document",
              telemetry_summary.TelemetrySummary, telemetry_summary.read_telemetry_summary,
              telemetry_summary.parse_telemetry_summary, campaign_only=True, about="an archived episode's token use"),
-    Artifact(ev.JOB, (".atrex_long_horizon/sandbox/*/job.json",), "document", job_record.JobRecord,
-             job_record.read_job_record, job_record.job_record_from_obj, about="a sandbox job launched from the console"),
-    Artifact(ev.JOB_LOG, (".atrex_long_horizon/sandbox/*/stdout.log", ".atrex_long_horizon/sandbox/*/stderr.log"),
-             "lines", str, job_log.parse_log_line, job_log.parse_recorded_line,
+    Artifact(ev.JOB, (SANDBOX + "*/job.json",), "document", job_record.JobRecord,
+             job_record.read_job_record, job_record.job_record_from_obj, every_worktree=SANDBOX,
+             about="a sandbox job launched from the console"),
+    Artifact(ev.JOB_LOG, (SANDBOX + "*/stdout.log", SANDBOX + "*/stderr.log"),
+             "lines", str, job_log.parse_log_line, job_log.parse_recorded_line, every_worktree=SANDBOX,
              about="a sandbox job's output, one line per event"),
     Artifact(ev.LIVE_MEMORY, ("memory/live.json",), "document", live_memory.LiveMemory,
              live_memory.read_live_memory, live_memory.parse_live_memory, campaign_only=True,
@@ -127,7 +131,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact(ev.PROFILE, (PROFILES + "**/gateway_profile.json", PROFILES + "**/summary.txt",
                           ARCHIVED_WORKTREE + PROFILES + "**/gateway_profile.json",
                           ARCHIVED_WORKTREE + PROFILES + "**/summary.txt"), "directory", ProfileResult,
-             load_profile_dir, every_worktree=True, about="one profile directory, of any episode of the campaign"),
+             load_profile_dir, every_worktree=PROFILES, about="one profile directory, of any episode of the campaign"),
     Artifact(ev.TIMELINE_RECEIPT, ("**/receipt.json",), "document", timeline.TimelineReceipt,
              timeline.read_timeline_receipt, timeline.receipt_from_obj, about="a timeline capture's receipt"),
     Artifact(ev.MEASURE_RUN, ("**/*.runs.jsonl",), "lines", timeline.MeasureRun,

@@ -169,6 +169,9 @@ class EpisodeState(msgspec.Struct, frozen=True):
     source_reads: Sequence[SourceRead] = ()
     sandbox_operations: Sequence[SandboxOperation] = ()  # completed, then running
     running_operations: tuple[SandboxOperation, ...] = ()  # started, not yet completed
+    # The current episode's operations no job record names, newest first (episodes.traced_only):
+    # the Jobs pane lists them as traced rows beside ``jobs`` (AKA writes no job records).
+    traced_operations: tuple[SandboxOperation, ...] = ()
     telemetry_events: int | None = None  # None: no telemetry file (current_episode says why)
     # Whose runtime files the episode fields above read: "live" (the running episode's),
     # "archived" (between episodes: the last one's, under episodes/eNNNN/), None (no episode).
@@ -193,7 +196,7 @@ class EpisodeState(msgspec.Struct, frozen=True):
     timeline_measurements: tuple[TimelineMeasurement, ...] = ()
     measure_runs: Mapping[str, Sequence[MeasureRun]] = EMPTY  # .runs.jsonl path -> lines as they arrive
     measure_comparisons: tuple[MeasureComparison, ...] = ()  # one per .runs.jsonl, by path
-    jobs: tuple[JobRecord, ...] = ()  # newest first
+    jobs: tuple[JobRecord, ...] = ()  # the current episode's, newest first
     job_logs: Mapping[str, JobLogTail] = EMPTY  # job id -> the last lines of its logs
     gpu: GpuReading | None = None  # the latest NVML reading (live only; recorded and replayed)
     preflight: Preflight | None = None  # whether GPU actions can run on this host (live and status)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from .episodes import NO_RUNTIME, RUNTIME_KEYS, RuntimeFacts, why_unknown
+from .episodes import NO_RUNTIME, RUNTIME_KEYS, RuntimeFacts, operation_elapsed, why_unknown
 from .events import Event
 from .job_outcome import failure_line, job_outcome
 from .kernels import job_elapsed, profile_shape
@@ -233,6 +233,15 @@ def _runtime(state: EpisodeState) -> tuple[RuntimeFacts, dict[str, str]]:
     return runtime, {key: reasons[key] for key in RUNTIME_KEYS if key in reasons}
 
 
+def running_jobs(state: EpisodeState) -> int:
+    """The sandbox jobs of the current episode running or queued, as ``sandbox.running``
+    counts them: its job records and the telemetry operations no record names. The header's
+    and the Jobs pane's slot count, so they never contradict ``status``."""
+    record = state.current_episode
+    sandbox = record.runtime.sandbox if record is not None else None
+    return sandbox.running if sandbox is not None else 0
+
+
 def _abba(state: EpisodeState) -> list[dict[str, Any]]:
     """One entry per verification: the verdict's fields (null until result.json is in) and
     the one comparison statistic the console draws."""
@@ -402,6 +411,24 @@ def _jobs(state: EpisodeState, now: float) -> list[dict[str, Any]]:
     return out
 
 
+def _traced_operations(state: EpisodeState, now: float) -> list[dict[str, Any]]:
+    """The current episode's telemetry sandbox operations no job record names, newest first
+    (what the Jobs pane lists as traced rows); a running one's time is counted to ``now``."""
+    return [
+        {
+            "operation_id": op.operation_id,
+            "category": op.category,
+            "state": op.status,
+            "started_at": op.started_at,
+            "duration_seconds": op.duration_seconds,
+            "elapsed_seconds": operation_elapsed(op, now),
+            "exit_status": op.exit_status,
+            "failure_type": op.failure_type,
+        }
+        for op in state.traced_operations
+    ]
+
+
 def _gpu(reading: GpuReading | None) -> dict[str, Any] | None:
     """The GPUs as NVML read them, or ``gpus: null`` with the reason none could be read;
     ``null`` when no reading was taken (a replay of a recording without GPU readings)."""
@@ -460,6 +487,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "measures": _measures(state),
         "timeline": _timeline(state),
         "jobs": _jobs(state, time.time() if now is None else now),
+        "traced_operations": _traced_operations(state, time.time() if now is None else now),
         "gpu": _gpu(reading),
         "preflight": None if checks is None else msgspec.to_builtins(checks),
         "git": None if state.git is None else msgspec.to_builtins(state.git),
