@@ -763,20 +763,22 @@ class EpiscopeApp(App):
     def action_diff(self) -> None:
         """The kernel.py diff: the version selected in the versions pane (when it has focus)
         or the working tree, against the incumbent."""
-        from console.episode.kernel_diff import default_pair, diff_sides
+        from console.episode.kernel_diff import default_pair, diff_sides, version_side
         from console.screens.diff import DiffScreen
 
         why = self.why_no_diff()
-        if why is not None:
-            self.notify(f"diff: not now ({why})", severity="warning", markup=False)
-            return
+        pane = self._focused_pane()
+        version = pane.selected_version() if isinstance(pane, VersionsPane) else None
         state = self.episode_state
         sides = diff_sides(state)
         chosen = None
-        if isinstance(self._focused_pane(), VersionsPane):
-            version = self.query_one(VersionsPane).selected_version()
-            commit = version.git_commit_hash if version is not None else None
-            chosen = next((side for side in sides if commit and side.commit == commit), None)
+        if why is None and version is not None:
+            chosen, why = version_side(sides, version)
+        if why is not None:  # never the working tree in place of the version asked for
+            self.notify(f"diff: not now ({why})", severity="warning", markup=False)
+            return
+        if chosen is not None and chosen not in sides:  # a candidate commit: a point of its own
+            sides = (*sides[:-1], chosen, sides[-1])
         old, new = default_pair(state, sides, chosen)
         self.push_screen(DiffScreen(state, sides, old, new))
 

@@ -204,3 +204,52 @@ async def test_diff_screen_on_a_missing_commit_is_one_line_and_answers_only_its_
         assert app.screen is screen
         await pilot.press("q")
         assert not isinstance(app.screen, DiffScreen) and app.is_running
+
+
+async def test_d_on_a_version_without_its_own_commit_diffs_its_candidate_or_says_why(tmp_path, monkeypatch):
+    """AKA writes a rejected version (v2 here) with ``git_commit_hash`` null and its episode's
+    candidate commit beside it: ``D`` diffs that commit. v0 names neither: ``D`` says so, and
+    never shows the working tree in its place."""
+    from textual.widgets import DataTable
+
+    from widgets.versions import VersionsPane
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    session = Session(Path(__file__).parent / "fixtures" / "aka" / "campaign_idle.tar.gz")
+    app = EpiscopeApp(session=session, readonly=True, readonly_reason="archive: read-only", sample_gpu=False)
+    notes: list[str] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (notes.append(str(message)), notify(message, *args, **kwargs))
+    async with app.run_test(size=SIZE) as pilot:
+        deadline = time.monotonic() + 15
+        while (not app.scanned or app.episode_state.git is None) and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        versions = {v.version: v for v in app.episode_state.versions}
+        candidate = versions[2].long_horizon.candidate_commit
+        assert versions[2].git_commit_hash is None and candidate is not None
+
+        async def select(number: int) -> None:
+            await pilot.press("6")
+            await pilot.pause(0.1)
+            table = app.query_one(VersionsPane).query_one(DataTable)
+            table.move_cursor(row=table.get_row_index(f"v{number}:{versions[number].timestamp}"))
+            await pilot.pause(0.1)
+            assert app.query_one(VersionsPane).selected_version() == versions[number]
+
+        await select(2)
+        await pilot.press("D")
+        screen = app.screen
+        assert isinstance(screen, DiffScreen)
+        assert (screen.new.label, screen.new.commit) == (f"v2 candidate {candidate[:8]}", candidate)
+        await wait_for_diff(pilot, screen)
+        assert screen.diff.summary.startswith(f"incumbent {screen.old.commit[:8]} → v2 candidate {candidate[:8]}")
+        assert screen.diff.error is None and "+++ b/kernel.py" in screen.diff.text  # the candidate is in the copy
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        await select(0)
+        await pilot.press("D")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, DiffScreen)
+        assert notes[-1] == ("diff: not now (v0 names no commit: git_commit_hash and "
+                             "long_horizon.candidate_commit are null)")

@@ -28,6 +28,8 @@ from .text import visible, visible_lines
 if TYPE_CHECKING:
     import git
 
+    from console.formats.memory import MemoryVersion
+
 KERNEL = "kernel.py"
 WORKING_TREE = "working tree"
 
@@ -81,6 +83,23 @@ def diff_sides(state: EpisodeState) -> tuple[DiffSide, ...]:
         sides.append(DiffSide(f"HEAD {git.head[:8]}", git.head))
     sides.append(DiffSide(WORKING_TREE, None))
     return tuple(sides)
+
+
+def version_side(sides: tuple[DiffSide, ...], version: MemoryVersion) -> tuple[DiffSide | None, str | None]:
+    """Where a memory version's ``kernel.py`` is: its own commit, else its episode's candidate
+    commit (AKA writes a rejected version without a commit of its own), as a side of ``sides``
+    or a new one; or None and why the version names neither."""
+    name = f"v{version.version}" if version.version is not None else "the selected version"
+    latency = version.latency_us_geomean if version.latency_us_geomean is not None else version.latency_us
+    commit = version.git_commit_hash
+    label = name
+    if commit is None:
+        commit = version.long_horizon.candidate_commit if version.long_horizon is not None else None
+        label = f"{name} candidate {(commit or '')[:8]}"
+    if commit is None:
+        return None, f"{name} names no commit: git_commit_hash and long_horizon.candidate_commit are null"
+    found = next((side for side in sides if side.commit == commit), None)
+    return found or DiffSide(label, commit, latency), None
 
 
 def default_pair(state: EpisodeState, sides: tuple[DiffSide, ...], chosen: DiffSide | None = None) -> tuple[DiffSide, DiffSide]:
