@@ -85,23 +85,89 @@ def test_replay_without_a_terminal_refuses_like_watch(tmp_path):
     assert not (tmp_path / "state").exists()  # no recording was begun either
 
 
+def recording_names(campaign: str, campaign_root: Path, days: range) -> list[str]:
+    """File names of recordings of the campaign at ``campaign_root``, one a day at noon."""
+    prefix = new_recording_path(campaign, campaign_root).name.rsplit("-", 2)[0]  # drop the time and pid
+    return [f"{prefix}-202001{day:02d}T120000-7.jsonl" for day in days]
+
+
 def test_recordings_are_pruned_to_the_newest_per_campaign(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     directory = recordings_dir()
     directory.mkdir(parents=True)
-    names = [f"demo-202001{day:02d}T120000-7.jsonl" for day in range(1, 26)]
-    others = ["demo-2-20200101T000000-1.jsonl", "other-20200101T000000-1.jsonl", "notes.txt"]
+    root = tmp_path / "demo"
+    root.mkdir()
+    names = recording_names("demo", root, range(1, 26))
+    # a campaign called demo-2 at the same root, one called other, a recording named without
+    # a digest (no root in its name), and a file that is no recording
+    others = [*recording_names("demo-2", root, range(1, 2)), *recording_names("other", root, range(1, 2)),
+              "demo-20200101T000000-1.jsonl", "notes.txt"]
     for name in names + others:
         (directory / name).write_text("{}\n")
-    deleted = prune_recordings("demo")
+    deleted = prune_recordings("demo", root)
     kept = sorted(p.name for p in directory.iterdir())
     assert sorted(p.name for p in deleted) == names[:25 - KEEP_RECORDINGS] and KEEP_RECORDINGS == 20
     assert kept == sorted(names[25 - KEEP_RECORDINGS:] + others)
     # A new session's recording counts as one of the newest.
-    newest = new_recording_path("demo")
+    newest = new_recording_path("demo", root)
     newest.write_text("{}\n")
-    assert prune_recordings("demo") == [directory / names[25 - KEEP_RECORDINGS]]
-    assert newest.exists() and len(list(directory.glob("demo-20[0-9][0-9][0-9][0-9]*"))) == KEEP_RECORDINGS
+    assert prune_recordings("demo", root) == [directory / names[25 - KEEP_RECORDINGS]]
+    prefix = names[0].rsplit("-", 2)[0]
+    assert newest.exists() and len(list(directory.glob(f"{prefix}-20[0-9][0-9][0-9][0-9]*"))) == KEEP_RECORDINGS
+
+
+def test_two_campaigns_of_one_name_keep_their_own_recordings(tmp_path, monkeypatch):
+    """Every ``episcope init --problem row_softmax`` workspace is called row_softmax: each
+    campaign keeps its own 20 newest recordings, whichever of them the console opens last.
+    A campaign is its root's real path, so a link to it is the same campaign."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    directory = recordings_dir()
+    directory.mkdir(parents=True)
+    first, second = tmp_path / "a" / "row_softmax", tmp_path / "b" / "row_softmax"
+    first.mkdir(parents=True)
+    second.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(first)
+    first_names = recording_names("row_softmax", first, range(1, 26))
+    second_names = recording_names("row_softmax", second, range(2, 27))  # interleaved in time
+    legacy = "row_softmax-20200101T000000-1.jsonl"  # named before recordings named their root
+    for name in [*first_names, *second_names, legacy]:
+        (directory / name).write_text("{}\n")
+    assert not set(first_names) & set(second_names)
+    assert sorted(p.name for p in prune_recordings("row_softmax", first)) == first_names[:5]
+    assert all((directory / name).exists() for name in second_names)
+    assert sorted(p.name for p in prune_recordings("row_softmax", second)) == second_names[:5]
+    assert prune_recordings("row_softmax", tmp_path / "link") == []
+    assert sorted(p.name for p in directory.iterdir()) == sorted([*first_names[5:], *second_names[5:], legacy])
+    # episcope replay --list shows them all, the one named without a digest too
+    listed = episcope(tmp_path, "replay", "--list", timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [str(path) for path in sorted(directory.glob("*.jsonl"))]
+    assert len(listed.stdout.splitlines()) == 2 * KEEP_RECORDINGS + 1
+
+
+def test_watch_records_under_its_campaign_and_prunes_only_that(tmp_path, monkeypatch):
+    """The recording ``watch`` begins is named by its campaign's root, and the prune it runs
+    leaves another campaign of the same name alone."""
+    from console.cli import build_parser
+    from console.commands.watch import console_app
+    from console.episode.workspace import resolve_workspace
+    from console_fixture import build_episode
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    campaign, _ = build_episode(tmp_path / "watched")
+    workspace = resolve_workspace(campaign)
+    other = tmp_path / "other" / campaign.name
+    other.mkdir(parents=True)
+    directory = recordings_dir()
+    directory.mkdir(parents=True)
+    own = recording_names(workspace.name, workspace.campaign_root, range(1, 21))
+    theirs = recording_names(workspace.name, other, range(1, 26))
+    for name in [*own, *theirs]:
+        (directory / name).write_text("{}\n")
+    app = console_app(build_parser().parse_args(["watch", str(campaign)]), workspace)
+    app.recorder.close()
+    assert app.recorder.path.name.startswith(own[0].rsplit("-", 2)[0] + "-")
+    assert sorted(p.name for p in directory.iterdir()) == sorted([*own[1:], app.recorder.path.name, *theirs])
 
 
 def test_iteration_trace_without_its_variable_says_so_and_the_workspace_readme_too(tmp_path):

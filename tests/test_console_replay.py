@@ -99,7 +99,7 @@ def test_marks_jump_to_phase_starts_and_versions(replay_of):
 def test_recording_round_trip_replays_what_was_watched(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     campaign, worktree = build_episode(tmp_path / "ws")
-    path = new_recording_path("demo")
+    path = new_recording_path("demo", campaign)
     assert path.parent == recordings_dir() and tmp_path / "state" in path.parents
     recorder = Recorder(path, campaign_root=str(campaign), campaign="demo", worktree=str(worktree))
     seen = []
@@ -300,7 +300,8 @@ def test_a_recording_of_the_bundled_episode_replays_its_abba_verdicts(tmp_path, 
     from console.episode.workspace import resolve_workspace
 
     workspace = resolve_workspace(ARCHIVE)
-    recorder = Recorder(new_recording_path(workspace.name), campaign_root=str(workspace.campaign_root),
+    recorder = Recorder(new_recording_path(workspace.name, workspace.campaign_root),
+                        campaign_root=str(workspace.campaign_root),
                         campaign=workspace.name, worktree=str(workspace.worktree))
     seen = []
 

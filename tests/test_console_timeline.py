@@ -42,7 +42,7 @@ async def decoded(pilot, screen: TimelineScreen) -> None:
 async def test_timeline_key_opens_lanes_and_site_intervals_and_exports(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     campaign, worktree = build_episode(tmp_path / "ws")
-    recorder = Recorder(new_recording_path("demo"), campaign_root=str(campaign), campaign="demo",
+    recorder = Recorder(new_recording_path("demo", campaign), campaign_root=str(campaign), campaign="demo",
                         worktree=str(worktree))
     app = EpiscopeApp(session=Session(campaign, on_event=recorder.record), sample_gpu=False, recorder=recorder)
     async with app.run_test(size=(150, 46)) as pilot:

@@ -47,12 +47,13 @@ def console_app(args, workspace):
     recorder = None
     if not args.no_record:
         try:
-            recorder = Recorder(new_recording_path(workspace.name), campaign_root=str(workspace.campaign_root),
+            recorder = Recorder(new_recording_path(workspace.name, workspace.campaign_root),
+                                campaign_root=str(workspace.campaign_root),
                                 campaign=workspace.name,
                                 worktree=str(workspace.worktree) if workspace.worktree else None)
         except OSError as exc:
             raise CommandError(f"cannot create a recording: {exc} (use --no-record)") from None
-        prune_recordings(workspace.name)
+        prune_recordings(workspace.name, workspace.campaign_root)
 
     def open_session():
         # The console calls this after its first frame: the session loads the ingest and

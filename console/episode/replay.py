@@ -18,6 +18,7 @@ starts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -63,15 +64,27 @@ def _file_stem(campaign: str | None) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in (campaign or "episode"))
 
 
-def new_recording_path(campaign: str | None) -> Path:
+def _campaign_prefix(campaign: str | None, campaign_root: str | os.PathLike[str]) -> str:
+    """What one campaign's recordings are named by: its name, which a listing shows, and a
+    digest of its root's real path. Campaigns share names (every ``episcope init --problem
+    row_softmax`` workspace is row_softmax), and each keeps its own newest recordings."""
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(campaign_root))).hexdigest()[:8]
+    return f"{_file_stem(campaign)}-{digest}"
+
+
+def new_recording_path(campaign: str | None, campaign_root: str | os.PathLike[str]) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    return recordings_dir() / f"{_file_stem(campaign)}-{stamp}-{os.getpid()}.jsonl"
+    return recordings_dir() / f"{_campaign_prefix(campaign, campaign_root)}-{stamp}-{os.getpid()}.jsonl"
 
 
-def prune_recordings(campaign: str | None, keep: int = KEEP_RECORDINGS) -> list[Path]:
-    """Delete all but the ``keep`` newest recordings of ``campaign`` (every console session
-    writes one); returns the paths deleted."""
-    named = re.compile(re.escape(_file_stem(campaign)) + r"-[0-9]{8}T[0-9]{6}-[0-9]+\.jsonl")
+def prune_recordings(campaign: str | None, campaign_root: str | os.PathLike[str],
+                     keep: int = KEEP_RECORDINGS) -> list[Path]:
+    """Delete all but the ``keep`` newest recordings of the campaign at ``campaign_root``
+    (every console session writes one); returns the paths deleted. Another campaign's
+    recordings are left alone whatever its name, and so are those named without a digest
+    (``<name>-<time>-<pid>.jsonl``, as earlier versions wrote them), which name no root."""
+    prefix = _campaign_prefix(campaign, campaign_root)
+    named = re.compile(re.escape(prefix) + r"-[0-9]{8}T[0-9]{6}-[0-9]+\.jsonl")
     directory = recordings_dir()
     try:
         mine = [entry for entry in os.scandir(directory) if named.fullmatch(entry.name) and entry.is_file()]
