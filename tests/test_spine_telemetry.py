@@ -1,6 +1,6 @@
-"""Telemetry decoding on the two paths: the cold scan's ``FoldedTelemetry`` and the event
-path's ``TelemetryRecord``. Both are msgspec Structs over the same fields; whatever the
-fold reads must come out the same on both, and a line one rejects the other rejects."""
+"""Telemetry decoding on the two paths: the cold scan's (a chunk at a time) and the event
+path's (a line at a time). Both decode into ``TelemetryRecord``: every field must come out
+the same on both, and a line one rejects the other rejects."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from console.episode import events as ev
 from console.episode.session import Session
 from console.formats import telemetry
 from console.formats.problems import FormatError
-from console.formats.telemetry import FoldedTelemetry, decode_folded_lines, parse_telemetry_line, record_epoch
+from console.formats.telemetry import TelemetryRecord, decode_folded_lines, parse_telemetry_line, record_epoch
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDED = FoldedTelemetry.__struct_fields__
+FIELDS = TelemetryRecord.__struct_fields__
 
 
 def plain_line(record: dict) -> bytes:
@@ -51,16 +51,16 @@ def full(line: bytes):
         return None
 
 
-def check_agrees(lines: list[bytes]) -> list[FoldedTelemetry] | None:
+def check_agrees(lines: list[bytes]) -> list[TelemetryRecord] | None:
     """The cold scan's decode of ``lines``; it fails exactly when the event path rejects
-    one of them, and otherwise reads every folded field as the event path does."""
+    one of them, and otherwise reads every field as the event path does."""
     folded = decode_folded_lines(lines)
     records = [full(line) for line in lines if line]
     assert (folded is None) == (None in records), (lines, folded, records)
     if folded is not None:
         assert len(folded) == len(records)
         for slim, record in zip(folded, records):
-            assert all(getattr(slim, name) == getattr(record, name) for name in FOLDED), (slim, record)
+            assert all(getattr(slim, name) == getattr(record, name) for name in FIELDS), (slim, record)
     return folded
 
 
@@ -110,6 +110,8 @@ def test_records_written_by_iteration_trace_are_folded_as_written():
         b'{"event":"source_read","monotonic_seconds":01}',
         b'{"event":"source_read","exit_status":1.0}',
         b'{"event":"source_read","reference":"a\\nb"}',
+        b'{"event":"source_read","source":{"tool":"agent"}}',  # a field the fold never reads, of the wrong type
+        b'{"event":"phase_started","phase":"profile","campaign_id":5}',
         b'{"event":"source_read","timestamp":"2026-13-01T00:00:00Z"}',
         b'{"event":"source_read","timestamp":"2026-02-29T00:00:00Z"}',
         b'{"event":"source_read"} {"event":"source_read"}',
@@ -128,7 +130,7 @@ def test_defaults_and_nulls_match_the_record_type():
     folded = check_agrees([b'{"event":"source_read"}', b"", b'{"event":"source_read","reference":null,"timestamp":null}'])
     for record in folded:
         assert (record.iteration_id, record.attempt_id) == ("unknown", "attempt")
-        assert all(getattr(record, name) is None for name in FOLDED if name not in ("event", "iteration_id", "attempt_id"))
+        assert all(getattr(record, name) is None for name in FIELDS if name not in ("event", "iteration_id", "attempt_id"))
         assert record_epoch(record.timestamp) is None
 
 
@@ -151,7 +153,7 @@ FIELD_VALUES = st.one_of(
 @st.composite
 def records(draw):
     record = {}
-    for name in draw(st.lists(st.sampled_from(FOLDED), unique=True)):
+    for name in draw(st.lists(st.sampled_from(FIELDS), unique=True)):
         record[name] = draw(FIELD_VALUES)
     if draw(st.booleans()):
         record["event"] = draw(st.sampled_from(["phase_started", "phase_completed", "source_read",

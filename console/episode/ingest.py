@@ -179,7 +179,7 @@ class Ingest:
     def scan_into(self, reducer: Reducer, *, git: bool = True, final: bool = False) -> None:
         """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
-        Telemetry is decoded into ``FoldedTelemetry`` (only what the reducer folds) and
+        Telemetry is decoded a chunk at a time into ``TelemetryRecord``s and
         handed over without Event objects; a read chunk with a bad line, and every other
         file, go through events as usual. ``final`` as for ``scan_batches``.
         """

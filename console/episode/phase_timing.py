@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 import msgspec
 
-from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
+from console.formats.telemetry import TelemetryRecord
 from console.formats.telemetry_builders import PHASES
 
 INVALID_MARKER = "invalid_phase_marker"
@@ -81,7 +81,7 @@ class PhaseTimer:
         self._started = 0.0
         self._broken: list[str] = []  # phases opened or ended out of order, innermost last
 
-    def read(self, records: Iterable[FoldedTelemetry | TelemetryRecord]) -> None:
+    def read(self, records: Iterable[TelemetryRecord]) -> None:
         """Read the ``phase_started`` / ``phase_completed`` records among ``records``.
 
         This loop runs once per telemetry line of a cold ingest: the open phase is kept in

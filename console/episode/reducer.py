@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from msgspec.structs import replace
 
-from console.formats.telemetry import FoldedTelemetry, TelemetryRecord
+from console.formats.telemetry import TelemetryRecord
 from console.formats.telemetry_builders import PHASES
 from console.formats.timeline import with_decoded_sites
 
@@ -173,7 +173,7 @@ class _TelemetryFold:
         and closes nothing, so it is counted, never paired nor made a phase of its own."""
         self.reasons[INVALID_MARKER] = self.reasons.get(INVALID_MARKER, 0) + 1
 
-    def add(self, records: Sequence[FoldedTelemetry | TelemetryRecord]) -> float | None:
+    def add(self, records: Sequence[TelemetryRecord]) -> float | None:
         """Fold records in file order; return the latest wall-clock time they state.
 
         This loop runs once per telemetry line of a cold ingest. Consecutive records of
@@ -359,7 +359,7 @@ class Reducer:
             self._document_at[event.path] = at
             self._unreadable.pop((event.path, None), None)
 
-    def fold_telemetry(self, path: str, records: Sequence[FoldedTelemetry | TelemetryRecord]) -> None:
+    def fold_telemetry(self, path: str, records: Sequence[TelemetryRecord]) -> None:
         """Fold telemetry records of one file: what ``feed`` does with
         TELEMETRY events, for a cold scan that needs neither their offsets nor Events."""
         self._snapshot = None

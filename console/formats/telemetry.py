@@ -4,8 +4,8 @@ This is the hottest reader in episcope (a long campaign holds millions of lines)
 are msgspec Structs decoded straight from JSON: msgspec checks every field's type in C and
 builds no intermediate dict. Unknown extra keys are ignored.
 
-The event path decodes each line into a ``TelemetryRecord``; a cold scan, which only
-folds, decodes into ``FoldedTelemetry``, the fields the reducer reads and nothing else.
+The event path and a cold scan decode into the same ``TelemetryRecord``, so a line one
+of them reads the other reads alike, and a line one reports as broken so does the other.
 """
 
 from datetime import UTC, datetime
@@ -77,9 +77,6 @@ class TelemetryRecord(msgspec.Struct, frozen=True, gc=False, omit_defaults=True,
     status: str | None = None
     timestamp: datetime | None = None  # decoded in C; naive times are taken as UTC
 
-    def __post_init__(self) -> None:
-        _require_phase(self.event, self.phase)
-
     def to_json(self) -> dict[str, Any]:
         built: dict[str, Any] = msgspec.to_builtins(self)
         return built
@@ -88,13 +85,6 @@ class TelemetryRecord(msgspec.Struct, frozen=True, gc=False, omit_defaults=True,
     def epoch(self) -> float | None:
         """``timestamp`` as seconds since the epoch (None when the record has none)."""
         return record_epoch(self.timestamp)
-
-
-def _require_phase(event: str, phase: str | None) -> None:
-    # msgspec checks types only; a phase marker without its phase cannot be placed on the
-    # timeline, so it is a broken record (reported with its offset), not a span.
-    if phase is None and event[0] == "p":
-        raise ValueError(f"{event} without a phase")
 
 
 def record_epoch(ts: datetime | None) -> float | None:
@@ -108,48 +98,22 @@ def record_epoch(ts: datetime | None) -> float | None:
 _decoder = msgspec.json.Decoder(TelemetryRecord)
 
 
-class FoldedTelemetry(msgspec.Struct, frozen=True, gc=False, kw_only=True):
-    """What the reducer folds of a telemetry record, for a cold scan (FORMATS §2).
-
-    The same fields, types and defaults as ``TelemetryRecord``, less the ones the fold
-    never reads (action, campaign_id, marker_id, measurement, schema_version, source): a
-    cold scan of a million lines builds a million of these. So a record whose only fault
-    is a wrong type in one of those six is folded here, and reported as unreadable by the
-    event path. The phase check is ``decode_folded_lines``'s, once per chunk.
-    """
-
-    attempt_id: str = "attempt"
-    category: str | None = None
-    duration_seconds: float | None = None
-    event: EventName
-    exit_status: int | None = None
-    failure_type: str | None = None
-    iteration_id: str = "unknown"
-    monotonic_seconds: float | None = None
-    operation_id: str | None = None
-    phase: str | None = None
-    reference: str | None = None
-    source_kind: str | None = None
-    status: str | None = None
-    timestamp: datetime | None = None
-
-
-_folded_decoder = msgspec.json.Decoder(FoldedTelemetry)
-
-
-def decode_folded_lines(lines: list[bytes]) -> list[FoldedTelemetry] | None:
-    """The records of a chunk of lines (empty lines skipped), or None when a line is not
-    exactly one record: then read the lines one by one to report the bad ones."""
+def decode_folded_lines(lines: list[bytes]) -> list[TelemetryRecord] | None:
+    """The records of a chunk of lines (empty lines skipped), for a cold scan to fold; None
+    when a line is not exactly one record: then read the lines one by one to report the bad
+    ones."""
     # Line by line, not ``Decoder.decode_lines`` over the chunk: that reads JSON values, not
     # lines (it skips a blank line, takes two records glued on one line, one spread over
     # two), so telling a chunk of one record per line apart costs a count of its newlines
     # and of its record boundaries, which measured as much as splitting it.
     try:
-        records = list(map(_folded_decoder.decode, filter(None, lines)))
+        records = list(map(_decoder.decode, filter(None, lines)))
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         return None
-    # TelemetryRecord's own check, made here over the chunk rather than by a Python call
-    # per record, which costs as much as the decoding itself.
+    # msgspec checks types only; a phase marker without its phase cannot be placed on the
+    # timeline, so it is a broken record (reported with its offset), not a span. Checked
+    # over the chunk, not by a call per record (as ``__post_init__`` would), which cost as
+    # much as the decoding itself.
     if any(record.phase is None and record.event[0] == "p" for record in records):
         return None
     return records
@@ -158,7 +122,7 @@ def decode_folded_lines(lines: list[bytes]) -> list[FoldedTelemetry] | None:
 def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
     """Decode one telemetry line; raise :class:`FormatError` with a one-line reason."""
     try:
-        return _decoder.decode(line)
+        record = _decoder.decode(line)
     except msgspec.ValidationError as exc:
         raise FormatError(f"invalid telemetry record: {exc}") from None
     except msgspec.DecodeError as exc:
@@ -167,3 +131,6 @@ def parse_telemetry_line(line: bytes | str) -> TelemetryRecord:
         raise FormatError(f"invalid UTF-8: {exc}") from None
     except RecursionError:  # msgspec's answer to a value nested too deep, even in an ignored key
         raise FormatError("invalid JSON: nested too deeply") from None
+    if record.phase is None and record.event[0] == "p":  # as decode_folded_lines checks a chunk
+        raise FormatError(f"invalid telemetry record: {record.event} without a phase")
+    return record
