@@ -5,6 +5,7 @@ import pytest
 from console.episode import events as ev
 from console.episode.events import Event
 from console.episode.reducer import Reducer, fold
+from console.formats.telemetry import record_epoch
 from spine_helpers import T0, tele, telemetry_record
 
 
@@ -12,7 +13,7 @@ def events(*records, path="/w/.atrex_long_horizon/telemetry.jsonl"):
     out = []
     for offset, record in enumerate(records):
         parsed = telemetry_record(record)
-        out.append(Event(ev.TELEMETRY, path, offset * 100, parsed.epoch, parsed))
+        out.append(Event(ev.TELEMETRY, path, offset * 100, record_epoch(parsed.timestamp), parsed))
     return out
 
 

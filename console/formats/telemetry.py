@@ -81,11 +81,6 @@ class TelemetryRecord(msgspec.Struct, frozen=True, gc=False, omit_defaults=True,
         built: dict[str, Any] = msgspec.to_builtins(self)
         return built
 
-    @property
-    def epoch(self) -> float | None:
-        """``timestamp`` as seconds since the epoch (None when the record has none)."""
-        return record_epoch(self.timestamp)
-
 
 def record_epoch(ts: datetime | None) -> float | None:
     if ts is None:
