@@ -126,8 +126,33 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     top, common = paths.top, paths.common_dir
     campaign_root = common.parent if common.name == ".git" else top
     if top != campaign_root:
-        return Workspace(campaign_root, top, tuple(sorted(set(list_worktrees(campaign_root)) | {top})))
-    return _campaign_workspace(campaign_root)
+        workspace = Workspace(campaign_root, top, tuple(sorted(set(list_worktrees(campaign_root)) | {top})))
+    else:
+        workspace = _campaign_workspace(campaign_root)
+    return _archive_reached(workspace, (paths.git_dir, common)) or workspace
+
+
+def _archive_reached(workspace: Workspace, git_dirs: tuple[Path, ...]) -> Workspace | None:
+    """The archive a workspace found by git really lies in, opened as ``_workspace_in_copy``
+    opens a path inside it; None when it lies in none.
+
+    A path given outside the copy can still lead into it: a worktree copied out of it keeps
+    the ``.git`` file naming the copy's git directory, and a campaign's worktrees directory
+    may be a link to the copy's. Every place the resolution followed is judged by its real
+    path (links resolved), never by what its files say."""
+    base = workspace.campaign_root.parent / WORKTREES_DIR / workspace.campaign_root.name
+    followed = (workspace.campaign_root, *git_dirs, base, *workspace.worktrees)
+    for place in followed:
+        real = Path(os.path.realpath(place))
+        copy = archive_copy(real)
+        if copy is None:
+            continue
+        reached = _workspace_in_copy(copy, real)
+        named = copy / WORKTREES_DIR / reached.name / workspace.episode_root.name
+        if workspace.worktree is not None and named in reached.worktrees:
+            reached = msgspec.structs.replace(reached, worktree=named)  # the worktree of the name given
+        return msgspec.structs.replace(reached, archive=copy)
+    return None
 
 
 def _campaign_workspace(campaign_root: Path) -> Workspace:
