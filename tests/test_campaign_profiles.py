@@ -222,3 +222,37 @@ def test_an_undiagnosed_profile_has_null_patterns_with_the_reason(tmp_path):
     (profile,) = status_of(workspace(diagnosed))["profiles"]
     assert profile["patterns_unknown"] is None
     assert isinstance(profile["patterns"], list) and isinstance(profile["symptoms"], list) and profile["patterns"]
+
+
+# -- places that name no episode of AKA's ------------------------------------------------------
+
+
+def test_a_worktree_not_named_after_an_episode_is_no_episodes(tmp_path):
+    """A git worktree AKA did not name (``Scratch``) beside an episode's: its profiles are
+    listed with no episode and are not the current episode's (funnel, dominant kernel,
+    stale-profile alert)."""
+    subprocess.run([sys.executable, "-m", "console.cli", "init", str(tmp_path / "ws"), "--problem", "row_softmax"],
+                   cwd=REPO, check=True, capture_output=True, timeout=120)
+    worktrees = tmp_path / ".atrex_long_horizon_worktrees" / "ws"
+    for name, branch in (("e0002-bbbbbbbb", "e2"), ("Scratch", "scratch")):
+        subprocess.run(["git", "-C", str(tmp_path / "ws"), "worktree", "add", "-q", str(worktrees / name), "-b", branch],
+                       check=True, capture_output=True, timeout=60)
+    scratch = worktrees / "Scratch" / "profiles" / "x"
+    summary_dir(scratch, "scratch_kernel", "9999.0 us")
+    status = cli_status(tmp_path / "ws", tmp_path / "cache")
+    assert status["episode"]["worktree"].endswith("e0002-bbbbbbbb")
+    (odd,) = [p for p in status["profiles"] if p["dir"] == str(scratch)]
+    assert (odd["episode"], odd["current"]) == (None, False)
+    assert status["dominant_kernel"] != "scratch_kernel"
+    assert not any("Scratch" in alert["message"] for alert in status["alerts"])
+
+
+def test_an_episode_number_past_nine_digits_names_no_episode(tmp_path):
+    """``episodes/e99999999999999999999/``: no episode of AKA's (and a number past 64 bits made
+    status --json a traceback); its profile is listed without one."""
+    root = unpack("idle", tmp_path)
+    huge = root / CAMPAIGN / ".atrex_long_horizon" / "episodes" / ("e" + "9" * 20) / "archive" / "worktree_files"
+    summary_dir(huge / "profiles" / "p", "huge_kernel", "1.0 us")
+    status = cli_status(root / CAMPAIGN, tmp_path / "cache")
+    (odd,) = [p for p in status["profiles"] if p["dir"].startswith(str(huge))]
+    assert odd["episode"] is None

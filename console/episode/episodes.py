@@ -40,9 +40,13 @@ if TYPE_CHECKING:
 
     from .state import AbbaComparison, SandboxOperation
 
-_ARCHIVED = re.compile(r"(?:^|[/\\])\.atrex_long_horizon[/\\]episodes[/\\]e([0-9]+)[/\\]")
+# At most nine digits: AKA writes four; a longer number is no episode of AKA's (and one past
+# 64 bits could not even be printed as JSON).
+_ARCHIVED = re.compile(r"(?:^|[/\\])\.atrex_long_horizon[/\\]episodes[/\\]e([0-9]{1,9})[/\\]")
 # <parent>/.atrex_long_horizon_worktrees/<campaign>/eNNNN-<hex>/ (AKA names each worktree so)
-_WORKTREE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon_worktrees[/\\][^/\\]+[/\\]e([0-9]+)(?:-[^/\\]*)?[/\\]")
+_WORKTREE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon_worktrees[/\\][^/\\]+[/\\]e([0-9]{1,9})(?:-[^/\\]*)?[/\\]")
+# A worktree or an ended episode's files, whatever they are named
+_EPISODE_PLACE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon(?:_worktrees[/\\]|[/\\]episodes[/\\])")
 
 
 def archived_episode(path: str) -> int | None:
@@ -90,15 +94,17 @@ def campaign_profiles(profiles: Iterable[ProfileResult], current: int | None,
     """Every profile, oldest episode first (by directory within one), each with its episode.
 
     A profile is the current episode's when its place names that episode, when it is in the
-    worktree shown, or when its place names none (the campaign root's own profiles/, where an
-    episode without a worktree works: it counts as the current episode's)."""
+    worktree shown, or when it is the campaign root's own (profiles/ there, where an episode
+    without a worktree works). A worktree or an ended episode's directory not named after an
+    episode is no episode's."""
     inside = os.path.join(worktree, "") if worktree else None
     tagged = []
     for profile in profiles:
         number = place_episode(profile.dir)
-        shown = number is None or (inside is not None and profile.dir.startswith(inside))
+        in_root = number is None and not _EPISODE_PLACE.search(profile.dir)
+        shown = in_root or (inside is not None and profile.dir.startswith(inside))
         is_current = shown or (number is not None and number == current)
-        tagged.append(CampaignProfile(current if number is None else number, is_current, profile))
+        tagged.append(CampaignProfile(number if number is not None else current if shown else None, is_current, profile))
     return tuple(sorted(tagged, key=lambda p: (p.episode is None, p.episode or 0, p.profile.dir)))
 
 
