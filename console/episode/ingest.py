@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from console.formats.job_record import JobRecord, job_record_from_obj
@@ -46,6 +47,19 @@ EVERY_WORKTREE: dict[str, frozenset[str]] = {
     place: frozenset(row.kind for row in ARTIFACTS if row.every_worktree == place)
     for place in dict.fromkeys(row.every_worktree for row in ARTIFACTS if row.every_worktree)
 }
+
+
+def _no_link_below(base: Path, relative: str) -> bool:
+    """Whether ``base/relative`` is reached without a symbolic link below ``base``. The walk
+    never follows a link it meets; a place it starts from outside the roots shown (another
+    worktree's profiles/, an ended episode's archived files) must not be one either, or a
+    link there would have it read a foreign tree (``profiles -> /``)."""
+    path = base
+    for part in PurePosixPath(relative).parts:
+        path = path / part
+        if path.is_symlink():
+            return False
+    return True
 
 
 def _stamp(path: str) -> Stamp | None:
@@ -92,7 +106,8 @@ class Ingest:
         for worktree in self.workspace.worktrees:
             if worktree not in shown:
                 for place, kinds in EVERY_WORKTREE.items():
-                    yield str(worktree / place), place, kinds
+                    if _no_link_below(worktree, place):
+                        yield str(worktree / place), place, kinds
         episodes = self.workspace.campaign_root / EPISODES_DIR
         try:
             names = sorted(entry.name for entry in os.scandir(episodes) if entry.is_dir(follow_symlinks=False))
@@ -100,7 +115,8 @@ class Ingest:
             return
         for name in names:  # registry.artifact_at keeps only the eNNNN ones
             prefix = f"{EPISODES_DIR}{name}/{WORKTREE_FILES}{PROFILES}"
-            yield str(self.workspace.campaign_root / prefix), prefix, EVERY_WORKTREE[PROFILES]
+            if _no_link_below(self.workspace.campaign_root, prefix):
+                yield str(self.workspace.campaign_root / prefix), prefix, EVERY_WORKTREE[PROFILES]
 
     def _walk(self) -> Iterator[tuple[Artifact, str]]:
         """(artifact, absolute path) of every artifact file under the workspace's places."""
