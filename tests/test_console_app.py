@@ -82,7 +82,8 @@ async def test_every_pane_shows_the_episode(episode, tmp_path):
         assert [r[0] for r in versions] == ["v0", "v1", "v2", "v3"]
         assert versions[3][3] == "FAIL"
         jobs = rows(app, "#jobs-table")
-        assert [r[0] for r in jobs] == ["job-0003", "job-0002", "job-0001"]
+        # the job records, then the telemetry operation no job record names
+        assert [r[0] for r in jobs] == ["job-0003", "job-0002", "job-0001", "traced sandbox-1-1"]
         # "exit" is the command's exit status (as status and `episcope jobs` EXIT), not result_code (1)
         assert jobs[0][1] == "running" and jobs[1][5] == "2"
         log = app.query_one(Log)
@@ -145,7 +146,7 @@ async def test_slash_filters_the_focused_table(episode, tmp_path):
         assert [r[0] for r in rows(app, "#versions-table")] == ["v2"]
         await pilot.press("enter")
         assert app.focused.id == "versions-table"
-        assert rows(app, "#jobs-table") and len(rows(app, "#jobs-table")) == 3  # other tables untouched
+        assert rows(app, "#jobs-table") and len(rows(app, "#jobs-table")) == 4  # other tables untouched (3 jobs, 1 traced)
         await pilot.press("escape")  # esc on a filtered pane clears its filter
         await pilot.pause()
         assert len(rows(app, "#versions-table")) == 4

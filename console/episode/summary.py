@@ -234,12 +234,12 @@ def _runtime(state: EpisodeState) -> tuple[RuntimeFacts, dict[str, str]]:
 
 
 def running_jobs(state: EpisodeState) -> int:
-    """The sandbox jobs of the current episode running or queued, as ``sandbox.running``
-    counts them: its job records and the telemetry operations no record names. The header's
-    and the Jobs pane's slot count, so they never contradict ``status``."""
-    record = state.current_episode
-    sandbox = record.runtime.sandbox if record is not None else None
-    return sandbox.running if sandbox is not None else 0
+    """The sandbox jobs of the current episode running or queued, counted as
+    ``sandbox.running`` counts them: its job records by their outcome and the running
+    telemetry operations no record names (``traced_operations``), i.e. the Jobs pane's rows.
+    The header's and the Jobs pane's slot count, so neither contradicts ``status``."""
+    return (sum(1 for job in state.jobs if job_outcome(job.state) == "running")
+            + sum(1 for op in state.traced_operations if op.status == "running"))
 
 
 def _abba(state: EpisodeState) -> list[dict[str, Any]]:
