@@ -41,10 +41,10 @@ def test_paired_phases_are_explicit_with_wall_time():
         (
             [tele("phase_started", 1.0, phase="profile"), tele("phase_started", 4.0, phase="research"), tele("phase_completed", 5.0, phase="research")],
             "profile",
-            "overlapping",
+            "overlapping_phase",
         ),
-        ([tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 3.0, phase="planning")], "profile", "mismatched_end"),
-        ([tele("phase_completed", 3.0, phase="benchmark")], "benchmark", "orphan_end"),
+        ([tele("phase_started", 1.0, phase="profile"), tele("phase_completed", 3.0, phase="planning")], "profile", "mismatched_phase_end"),
+        ([tele("phase_completed", 3.0, phase="benchmark")], "benchmark", "orphan_phase_end"),
     ],
 )
 def test_invalid_markers_make_partial_spans_that_are_kept(records, phase, reason):
@@ -59,7 +59,7 @@ def test_invalid_markers_make_partial_spans_that_are_kept(records, phase, reason
 def test_unclosed_phase_is_the_active_phase_and_not_counted():
     state = fold(events(tele("phase_started", 1.0, phase="implementation")))
     assert state.active_phase.phase == "implementation"
-    assert state.active_phase.reason == "unclosed"
+    assert state.active_phase.reason == "unclosed_phase"
     assert "implementation" not in state.phase_totals
 
 

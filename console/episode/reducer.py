@@ -52,7 +52,7 @@ from .guards import evaluate_guards
 from .job_logs import JobLogs
 from .job_outcome import job_outcome
 from .kernels import dominant_kernel, why_no_dominant_kernel
-from .phase_timing import INVALID_MARKER, PhaseTimer
+from .phase_timing import INVALID_MARKER, MISMATCHED_END, ORPHAN_END, OVERLAPPING, UNCLOSED, PhaseTimer
 from .phase_timing import combine as combine_timing
 from .registry import DOCUMENT_KINDS
 from .state import EpisodeState, PhaseSpan, PhaseTotal, SandboxOperation, SourceRead
@@ -217,15 +217,15 @@ class _TelemetryFold:
                 elif event == "phase_started":
                     if current is not None:
                         open_phase, start, start_at = current
-                        self._close(clock, open_phase, start, start_at, mono, at, "overlapping")
+                        self._close(clock, open_phase, start, start_at, mono, at, OVERLAPPING)
                     current = (phase, mono, at)
                 elif current is None:
-                    self._close(clock, phase, None, None, mono, at, "orphan_end")
+                    self._close(clock, phase, None, None, mono, at, ORPHAN_END)
                 else:
                     open_phase, start, start_at = current
                     current = None
                     self._close(clock, open_phase, start, start_at, mono, at,
-                                None if open_phase == phase else "mismatched_end")
+                                None if open_phase == phase else MISMATCHED_END)
             elif event == "source_read":
                 self.reads.append(SourceRead(iteration_id=iteration_id, attempt_id=attempt_id,
                                              source_kind=self._intern(record.source_kind),
@@ -512,7 +512,7 @@ class Reducer:
         open_spans = []
         for fold in folds:
             for (iteration, attempt), (phase, mono, at) in fold.open.items():
-                open_spans.append(PhaseSpan(iteration, attempt, phase, mono, None, at, None, "partial", "unclosed", active=True))
+                open_spans.append(PhaseSpan(iteration, attempt, phase, mono, None, at, None, "partial", UNCLOSED, active=True))
         if open_spans:
             active = max(open_spans, key=lambda s: (s.start_at or 0.0, s.start_monotonic or 0.0))
         span_seconds: float | None = None

@@ -59,7 +59,7 @@ class PhaseSpan(msgspec.Struct, frozen=True, gc=False):
     start_at: float | None  # wall clock (unix seconds) of the start marker
     end_at: float | None
     measurement: str  # "explicit" | "partial"
-    reason: str | None = None  # why partial: overlapping, mismatched_end, orphan_end, unclosed
+    reason: str | None = None  # why partial, in AKA's codes: overlapping_phase, mismatched_phase_end, orphan_phase_end, unclosed_phase
     active: bool = False
 
     @property
