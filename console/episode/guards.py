@@ -76,6 +76,10 @@ def _git_guards(state: EpisodeState, alerts: list[Alert]) -> None:
     if facts is None:
         return
     where = facts.worktree
+    if facts.error is not None:
+        # The rules below cannot be checked on facts git did not give (an unsafe repository
+        # is refused before git runs): said here, where the operator and a script look.
+        alerts.append(Alert("git_unreadable", "warning", f"git facts unreadable: {facts.error}", where))
     protected = [p for p in facts.dirty_paths if is_protected(p)]
     protected += [p for p in facts.untracked_paths if is_protected(p) and not p.startswith(".atrex_")]
     for path in protected:

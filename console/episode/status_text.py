@@ -51,6 +51,9 @@ def render_status(doc: dict[str, Any]) -> str:
     )
     if episode["worktree"]:
         lines.append(f"worktree  {episode['worktree']}")
+    git = doc["git"]
+    if git is not None and git["error"] is not None:  # why branch, HEAD and the worktrees may be missing
+        lines.append(f"git       unreadable: {git['error']}")
     active = doc["active_phase"]
     if active:
         lines.append(f"active    {active['phase']} ({active['iteration_id']}/{active['attempt_id']})")

@@ -118,6 +118,12 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     if copy is not None:
         return msgspec.structs.replace(_workspace_in_copy(copy, start), archive=copy)
     paths = find_repo(start)
+    if paths is None and os.path.lexists(start / ".git") and _layout_campaign(start) is not None:
+        # A worktree git is not let read (its config includes a device, a FIFO stands for a
+        # file): its git facts say why (an alert), and the layout still names its campaign.
+        campaign_root = _layout_campaign(start) or start
+        layout = Workspace(campaign_root, start, tuple(sorted(set(list_worktrees(campaign_root)) | {start})))
+        return _archive_reached(layout, ()) or layout
     if paths is None:
         # Not a git repo: still show what the files say (a fixture, a campaign copied without git).
         if (start / RUNTIME_DIR).is_dir() or (start / "memory").is_dir() or (start / "kernel.py").exists():
@@ -130,6 +136,15 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     else:
         workspace = _campaign_workspace(campaign_root)
     return _archive_reached(workspace, (paths.git_dir, common)) or workspace
+
+
+def _layout_campaign(top: Path) -> Path | None:
+    """The campaign ``<parent>/<campaign>`` of a directory under
+    ``<parent>/.atrex_long_horizon_worktrees/<campaign>/``, where that directory exists."""
+    campaign_root = top.parent.parent.parent / top.parent.name
+    if top.parent.parent.name == WORKTREES_DIR and campaign_root.is_dir() and not campaign_root.is_symlink():
+        return campaign_root
+    return None
 
 
 def _archive_reached(workspace: Workspace, git_dirs: tuple[Path, ...]) -> Workspace | None:
