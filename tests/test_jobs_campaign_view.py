@@ -117,9 +117,11 @@ async def test_the_header_and_jobs_pane_agree_with_status_on_an_aka_campaign(inf
         table = app.query_one("#jobs-table", DataTable)
         rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
         traced = doc["traced_operations"]
-        assert [row[0] for row in rows] == [f"traced {t['operation_id']}" for t in traced]
+        assert [(row[0], row[3]) for row in rows] == [(t["operation_id"], "traced") for t in traced]
         assert [(row[1], row[2], row[5]) for row in rows] == [
             (t["state"], t["category"], "N/A" if t["exit_status"] is None else str(t["exit_status"])) for t in traced]
+        on_screen = "\n".join(strip.text for strip in table.render_lines(table.size.region))
+        assert "sandbox-32253-2671637715776  running" in on_screen  # the state is not cut at 80 columns
         # the running one's time to the app's clock, an ended one's as the telemetry states it
         assert [row[4] for row in rows] == [seconds(t["elapsed_seconds"]) for t in traced]
         assert traced[0]["elapsed_seconds"] == pytest.approx(now - traced[0]["started_at"])

@@ -10,8 +10,8 @@ the detail.
 
 On a campaign whose agent writes no job records (AKA's), the sandbox work is only in the
 telemetry: the operations no job record names (``EpisodeState.traced_operations``) are
-listed after the jobs as rows marked "traced", with what the telemetry says (operation id,
-category, state, duration). The slot count is ``status``'s ``sandbox.running``, which counts
+listed after the jobs as rows marked "traced" where a job's slot would be (the telemetry
+names no slot), with what it says: operation id, state, category, duration, exit status. The slot count is ``status``'s ``sandbox.running``, which counts
 both (``console.episode.summary.running_jobs``).
 """
 
@@ -43,7 +43,7 @@ STATE_STYLES = {
     "cancelled": "magenta",
     "timed_out": "red",
 }
-TRACED = "traced "  # what marks a telemetry operation's row: no job record, so no log, slot or exit code
+TRACED = "traced"  # marks a telemetry operation's row: no job record, so no slot or log
 
 
 def log_lines(job: JobRecord, tail: JobLogTail | None) -> list[str]:
@@ -62,7 +62,7 @@ def operation_text(op: SandboxOperation, now: float | None) -> tuple[str, str]:
     elapsed = operation_elapsed(op, now)
     facts = (f"state {op.status}  category {fmt(op.category)}  time {seconds(elapsed) if elapsed is not None else NA}  "
              f"exit {fmt(op.exit_status)}  failure {fmt(op.failure_type)}")
-    note = "traced in telemetry.jsonl only: no job record names it, so no log, slot or exit code of a job"
+    note = "traced in telemetry.jsonl only: no job record names it, so it has no slot and no log"
     return f"traced operation {visible(op.operation_id)}", "\n".join(
         [facts, f"iteration {visible(op.iteration_id)}  attempt {visible(op.attempt_id)}", "", note])
 
@@ -131,17 +131,17 @@ class JobsPane(Pane):
                 )
             )
         for op in state.traced_operations:
-            key = TRACED + op.operation_id
+            key = f"{TRACED} {op.operation_id}"  # never a job id (one word)
             self._operations[key] = op
             elapsed = operation_elapsed(op, self.now)
             rows.append(
                 (
                     key,
                     (
-                        Text.assemble((TRACED, "dim italic"), visible(op.operation_id)),
+                        visible(op.operation_id),
                         plain(op.status, STATE_STYLES.get(op.status, "")),
                         fmt(op.category),
-                        NA,
+                        Text(TRACED, "dim italic"),
                         seconds(elapsed) if elapsed is not None else NA,
                         fmt(op.exit_status),
                     ),
