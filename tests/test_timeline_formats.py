@@ -77,7 +77,7 @@ def test_receipt_sites_are_the_receipts_or_decoded_for_the_same_capture_or_none_
     assert ours.sites_from == "receipt" and ours.sites_unknown is None
     assert list(ours.to_json()["sites"]) == [SITE]
     assert bad.sites is None and "episcope.sites is unreadable" in bad.sites_unknown and "total_ns" in bad.sites_unknown
-    decoded = decoded_sites("a" * 64, [{**SITE, "median_ns": 1.0}])
+    decoded = decoded_sites("a" * 64, [{**SITE, "total_ns": 1700, "median_ns": 410.0, "max_ns": 500}])
     other_capture = decoded_sites("b" * 64, [SITE])
     joined = with_decoded_sites((aka, ours), {aka.path: decoded, ours.path: decoded})
     assert joined[0].sites == decoded.sites and joined[0].sites_from == "decoded" and joined[0].sites_unknown is None

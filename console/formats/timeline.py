@@ -11,7 +11,7 @@ the capture and hands the statistics over as a ``DecodedSites`` event, which
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from msgspec.structs import replace
@@ -54,20 +54,57 @@ NO_SITES = ("the receipt states no per-site statistics (written by AKA, or by an
             "opening it in the console's timeline screen decodes them from the capture")
 
 
+# A count or a duration in ns of one capture: the capture's clock and counters are 64-bit.
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+Nanoseconds = Annotated[float, msgspec.Meta(ge=0, le=2**63 - 1)]
+SiteId = Annotated[int, msgspec.Meta(ge=0, le=0xFFFF)]  # u16 in the event dictionary
+
+
 class TimelineSite(msgspec.Struct, frozen=True):
     """One probe site of a capture (``console.timeline.summary.site_statistics``): its records
     (a range's begin and end count apart), its paired ranges and their durations in ns, None
-    where the site closed no range."""
+    where the site closed no range.
 
-    site_id: int
+    Receipts and recordings are workspace content: a figure no capture can have (a negative
+    count, a minimum above the maximum) refuses the site, naming the field, rather than being
+    shown."""
+
+    site_id: SiteId
     name: str
     kind: str
-    records: int
-    ranges: int
-    total_ns: int | None
-    median_ns: float | None
-    min_ns: int | None
-    max_ns: int | None
+    records: Count
+    ranges: Count
+    total_ns: Count | None
+    median_ns: Nanoseconds | None
+    min_ns: Count | None
+    max_ns: Count | None
+
+    def __post_init__(self) -> None:
+        durations = (self.total_ns, self.median_ns, self.min_ns, self.max_ns)
+        if self.ranges == 0:
+            if any(d is not None for d in durations):
+                raise ValueError(f"site {self.site_id}: ranges is 0 but total_ns/median_ns/min_ns/max_ns are stated")
+            return
+        if self.total_ns is None or self.median_ns is None or self.min_ns is None or self.max_ns is None:
+            raise ValueError(f"site {self.site_id}: ranges is {self.ranges} but a duration is null")
+        if 2 * self.ranges > self.records:  # a range is a begin and an end record
+            raise ValueError(f"site {self.site_id}: ranges {self.ranges} needs {2 * self.ranges} records, "
+                             f"records is {self.records}")
+        if not self.min_ns <= self.median_ns <= self.max_ns:
+            raise ValueError(f"site {self.site_id}: median_ns {self.median_ns:g} is not between "
+                             f"min_ns {self.min_ns} and max_ns {self.max_ns}")
+        if not self.ranges * self.min_ns <= self.total_ns <= self.ranges * self.max_ns:
+            raise ValueError(f"site {self.site_id}: total_ns {self.total_ns} is not between ranges x min_ns "
+                             f"and ranges x max_ns")
+
+
+def _duplicate_site(sites: tuple[TimelineSite, ...]) -> str | None:
+    seen: set[int] = set()
+    for site in sites:
+        if site.site_id in seen:
+            return f"site_id {site.site_id} stated twice"
+        seen.add(site.site_id)
+    return None
 
 
 class DecodedSites(msgspec.Struct, frozen=True):
@@ -78,6 +115,24 @@ class DecodedSites(msgspec.Struct, frozen=True):
 
     raw_sha256: str | None
     sites: tuple[TimelineSite, ...]
+
+    def __post_init__(self) -> None:
+        duplicate = _duplicate_site(self.sites)
+        if duplicate is not None:
+            raise ValueError(f"sites: {duplicate}")
+
+
+def _unnamed_site(sites: tuple[TimelineSite, ...], names: Mapping[int, str] | None) -> str | None:
+    """Why ``sites`` do not match the capture's event dictionary ``names`` (site id -> name),
+    if they do not; None where they do or the dictionary is unknown."""
+    if names is None:
+        return None
+    for site in sites:
+        if names.get(site.site_id) != site.name:
+            named = names.get(site.site_id)
+            said = "names no such site" if named is None else f"names it {named!r}"
+            return f"site_id {site.site_id} ({site.name!r}): the capture's event dictionary {said}"
+    return None
 
 
 class TimelineReceipt(msgspec.Struct, frozen=True):
@@ -106,23 +161,33 @@ class TimelineReceipt(msgspec.Struct, frozen=True):
     sites: tuple[TimelineSite, ...] | None = None  # dictionary order
     sites_from: str | None = None  # "receipt" (episcope.sites) | "decoded" (DecodedSites)
     sites_unknown: str | None = None  # why ``sites`` is None
+    # The capture's event dictionary (site id -> name) where the receipt's could be read: the
+    # names any statement of its sites must use.
+    site_names: dict[int, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
+        out = {k: getattr(self, k) for k in self.__struct_fields__ if k not in ("raw", "site_names")}
         if self.classification_reasons is not None:
             out["classification_reasons"] = list(self.classification_reasons)
         out["sites"] = msgspec.to_builtins(self.sites)
         return out
 
 
-def _sites(extras: dict[str, Any]) -> tuple[tuple[TimelineSite, ...] | None, str | None]:
+def _sites(obj: dict[str, Any]) -> tuple[tuple[TimelineSite, ...] | None, str | None]:
     """episcope's ``sites`` and None, or None and why there are none."""
-    if "sites" not in extras:
+    extras = obj.get("episcope")
+    if extras is not None and not isinstance(extras, dict):  # episcope writes an object
+        return None, f"episcope is unreadable: expected an object, got {type(extras).__name__}"
+    if extras is None or "sites" not in extras:
         return None, NO_SITES
     try:
-        return msgspec.convert(extras["sites"], tuple[TimelineSite, ...]), None
+        sites = msgspec.convert(extras["sites"], tuple[TimelineSite, ...])
     except msgspec.ValidationError as exc:
         return None, f"episcope.sites is unreadable: {exc}"
+    duplicate = _duplicate_site(sites)
+    if duplicate is not None:
+        return None, f"episcope.sites is unreadable: {duplicate}"
+    return sites, None
 
 
 def receipt_from_obj(obj: Any) -> TimelineReceipt:
@@ -139,7 +204,7 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
     entry = _dict(measurement) or _dict(obj.get("measurement_summary")) or {}
     statistics = _dict(extras.get("measurement")) or _dict(obj.get("measurement_summary")) or {}
     interval = _dict(statistics.get("interval")) or {}
-    sites, sites_unknown = _sites(extras)
+    sites, sites_unknown = _sites(obj)
     return TimelineReceipt(
         backend=_str(obj.get("backend")),
         stage=_str(obj.get("stage")),
@@ -168,8 +233,9 @@ def receipt_from_obj(obj: Any) -> TimelineReceipt:
 
 def decoded_sites(raw_sha256: str | None, statistics: list[dict[str, Any]]) -> DecodedSites:
     """``console.timeline.summary.site_statistics`` of the capture a receipt names (by
-    ``raw_sha256``) as the event data that hands them to the state."""
-    return DecodedSites(raw_sha256=raw_sha256, sites=msgspec.convert(statistics, tuple[TimelineSite, ...]))
+    ``raw_sha256``) as the event data that hands them to the state; checked as a recorded
+    event is (msgspec.ValidationError)."""
+    return msgspec.convert({"raw_sha256": raw_sha256, "sites": statistics}, DecodedSites)
 
 
 def with_decoded_sites(receipts: tuple[TimelineReceipt, ...],
@@ -180,7 +246,11 @@ def with_decoded_sites(receipts: tuple[TimelineReceipt, ...],
     for receipt in receipts:
         found = decoded.get(receipt.path) if receipt.sites is None and receipt.path is not None else None
         if found is not None and found.raw_sha256 == receipt.raw_sha256:
-            receipt = replace(receipt, sites=found.sites, sites_from="decoded", sites_unknown=None)
+            unnamed = _unnamed_site(found.sites, receipt.site_names)
+            if unnamed is None:
+                receipt = replace(receipt, sites=found.sites, sites_from="decoded", sites_unknown=None)
+            else:
+                receipt = replace(receipt, sites_unknown=f"decoded sites refused: {unnamed}")
         out.append(receipt)
     return tuple(out)
 
@@ -283,7 +353,45 @@ def parse_measure_run_line(line: bytes | str) -> MeasureRun:
 
 
 def read_timeline_receipt(path: str | os.PathLike[str]) -> ReadResult[TimelineReceipt]:
-    return read_json_document(path, lambda obj: replace(receipt_from_obj(obj), path=str(path)))
+    return read_json_document(path, lambda obj: _with_dictionary(replace(receipt_from_obj(obj), path=str(path))))
+
+
+def _with_dictionary(receipt: TimelineReceipt) -> TimelineReceipt:
+    """The receipt with its capture's site names, and its own ``sites`` refused where they
+    name a site otherwise."""
+    names = _site_names(receipt)
+    if names is None:
+        return receipt
+    unnamed = _unnamed_site(receipt.sites or (), names)
+    if unnamed is not None:
+        return replace(receipt, site_names=names, sites=None, sites_from=None,
+                       sites_unknown=f"episcope.sites is unreadable: {unnamed}")
+    return replace(receipt, site_names=names)
+
+
+def _site_names(receipt: TimelineReceipt) -> dict[int, str] | None:
+    """Site id -> name of the event dictionary the receipt names, where it is a regular file
+    that really lies in the receipt's directory (a link out of it is not followed) and reads
+    as one; else None (unknown: the names are then not checked)."""
+    named = receipt.raw.get("event_dictionary")
+    if receipt.path is None or not isinstance(named, str) or not named:
+        return None
+    directory = os.path.realpath(os.path.dirname(receipt.path))
+    target = os.path.realpath(os.path.join(directory, named))
+    if os.path.commonpath((directory, target)) != directory:
+        return None
+
+    def parse(obj: Any) -> dict[int, str]:
+        sites = obj.get("sites") if isinstance(obj, dict) else None
+        if not isinstance(sites, list):
+            raise FormatError("no sites list")
+        names = {s["site_id"]: s["name"] for s in sites if isinstance(s, dict)
+                 and type(s.get("site_id")) is int and isinstance(s.get("name"), str)}
+        if len(names) != len(sites):
+            raise FormatError("a site without an integer site_id and a name, or a site_id twice")
+        return names
+
+    return read_json_document(target, parse).value
 
 
 def read_timeline_measurement(path: str | os.PathLike[str]) -> ReadResult[TimelineMeasurement]:
