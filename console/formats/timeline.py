@@ -122,19 +122,6 @@ class DecodedSites(msgspec.Struct, frozen=True):
             raise ValueError(f"sites: {duplicate}")
 
 
-def _unnamed_site(sites: tuple[TimelineSite, ...], names: Mapping[int, str] | None) -> str | None:
-    """Why ``sites`` do not match the capture's event dictionary ``names`` (site id -> name),
-    if they do not; None where they do or the dictionary is unknown."""
-    if names is None:
-        return None
-    for site in sites:
-        if names.get(site.site_id) != site.name:
-            named = names.get(site.site_id)
-            said = "names no such site" if named is None else f"names it {named!r}"
-            return f"site_id {site.site_id} ({site.name!r}): the capture's event dictionary {said}"
-    return None
-
-
 class TimelineReceipt(msgspec.Struct, frozen=True):
     backend: str | None
     stage: str | None
@@ -161,12 +148,9 @@ class TimelineReceipt(msgspec.Struct, frozen=True):
     sites: tuple[TimelineSite, ...] | None = None  # dictionary order
     sites_from: str | None = None  # "receipt" (episcope.sites) | "decoded" (DecodedSites)
     sites_unknown: str | None = None  # why ``sites`` is None
-    # The capture's event dictionary (site id -> name) where the receipt's could be read: the
-    # names any statement of its sites must use.
-    site_names: dict[int, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__struct_fields__ if k not in ("raw", "site_names")}
+        out = {k: getattr(self, k) for k in self.__struct_fields__ if k != "raw"}
         if self.classification_reasons is not None:
             out["classification_reasons"] = list(self.classification_reasons)
         out["sites"] = msgspec.to_builtins(self.sites)
@@ -246,11 +230,7 @@ def with_decoded_sites(receipts: tuple[TimelineReceipt, ...],
     for receipt in receipts:
         found = decoded.get(receipt.path) if receipt.sites is None and receipt.path is not None else None
         if found is not None and found.raw_sha256 == receipt.raw_sha256:
-            unnamed = _unnamed_site(found.sites, receipt.site_names)
-            if unnamed is None:
-                receipt = replace(receipt, sites=found.sites, sites_from="decoded", sites_unknown=None)
-            else:
-                receipt = replace(receipt, sites_unknown=f"decoded sites refused: {unnamed}")
+            receipt = replace(receipt, sites=found.sites, sites_from="decoded", sites_unknown=None)
         out.append(receipt)
     return tuple(out)
 
@@ -353,45 +333,7 @@ def parse_measure_run_line(line: bytes | str) -> MeasureRun:
 
 
 def read_timeline_receipt(path: str | os.PathLike[str]) -> ReadResult[TimelineReceipt]:
-    return read_json_document(path, lambda obj: _with_dictionary(replace(receipt_from_obj(obj), path=str(path))))
-
-
-def _with_dictionary(receipt: TimelineReceipt) -> TimelineReceipt:
-    """The receipt with its capture's site names, and its own ``sites`` refused where they
-    name a site otherwise."""
-    names = _site_names(receipt)
-    if names is None:
-        return receipt
-    unnamed = _unnamed_site(receipt.sites or (), names)
-    if unnamed is not None:
-        return replace(receipt, site_names=names, sites=None, sites_from=None,
-                       sites_unknown=f"episcope.sites is unreadable: {unnamed}")
-    return replace(receipt, site_names=names)
-
-
-def _site_names(receipt: TimelineReceipt) -> dict[int, str] | None:
-    """Site id -> name of the event dictionary the receipt names, where it is a regular file
-    that really lies in the receipt's directory (a link out of it is not followed) and reads
-    as one; else None (unknown: the names are then not checked)."""
-    named = receipt.raw.get("event_dictionary")
-    if receipt.path is None or not isinstance(named, str) or not named:
-        return None
-    directory = os.path.realpath(os.path.dirname(receipt.path))
-    target = os.path.realpath(os.path.join(directory, named))
-    if os.path.commonpath((directory, target)) != directory:
-        return None
-
-    def parse(obj: Any) -> dict[int, str]:
-        sites = obj.get("sites") if isinstance(obj, dict) else None
-        if not isinstance(sites, list):
-            raise FormatError("no sites list")
-        names = {s["site_id"]: s["name"] for s in sites if isinstance(s, dict)
-                 and type(s.get("site_id")) is int and isinstance(s.get("name"), str)}
-        if len(names) != len(sites):
-            raise FormatError("a site without an integer site_id and a name, or a site_id twice")
-        return names
-
-    return read_json_document(target, parse).value
+    return read_json_document(path, lambda obj: replace(receipt_from_obj(obj), path=str(path)))
 
 
 def read_timeline_measurement(path: str | os.PathLike[str]) -> ReadResult[TimelineMeasurement]:

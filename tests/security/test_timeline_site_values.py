@@ -5,7 +5,6 @@ and a bad statement is refused with a reason naming the field, never shown."""
 from __future__ import annotations
 
 import json
-import os
 
 import msgspec
 import pytest
@@ -13,9 +12,7 @@ import pytest
 from console.formats.timeline import (
     NO_SITES,
     DecodedSites,
-    decoded_sites,
     read_timeline_receipt,
-    with_decoded_sites,
 )
 
 SITE = {"site_id": 1, "name": "load", "kind": "range", "records": 8, "ranges": 4, "total_ns": 1600,
@@ -76,44 +73,3 @@ def test_a_non_object_episcope_key_is_not_said_to_be_akas(tmp_path):
     assert receipt.sites is None
     assert receipt.sites_unknown == "episcope is unreadable: expected an object, got list"
     assert _receipt(tmp_path, "aka", {}).sites_unknown == NO_SITES
-
-
-def _dictionary(directory, *sites: tuple[int, str]) -> None:
-    (directory / "events.json").write_text(json.dumps({"schema": "atrex-autonomous-timeline-events/v1", "sites": [
-        {"site_id": i, "name": n, "kind": "range"} for i, n in sites]}))
-
-
-def test_sites_must_carry_the_names_of_the_captures_event_dictionary(tmp_path):
-    (tmp_path / "r").mkdir()
-    _dictionary(tmp_path / "r", (1, "reduce"))
-    (tmp_path / "r" / "receipt.json").write_text(json.dumps({**RECEIPT, "event_dictionary": "events.json",
-                                                            "episcope": {"sites": [SITE]}}))
-    receipt = read_timeline_receipt(tmp_path / "r" / "receipt.json").value
-    assert receipt.sites is None
-    assert receipt.sites_unknown == ("episcope.sites is unreadable: site_id 1 ('load'): "
-                                     "the capture's event dictionary names it 'reduce'")
-    assert "site_names" not in receipt.to_json()
-
-    # Decoded sites (a recorded timeline_sites event) naming sites the dictionary lacks are refused.
-    (tmp_path / "aka").mkdir()
-    _dictionary(tmp_path / "aka", (1, "load"))
-    (tmp_path / "aka" / "receipt.json").write_text(json.dumps({**RECEIPT, "event_dictionary": "events.json"}))
-    aka = read_timeline_receipt(tmp_path / "aka" / "receipt.json").value
-    good = decoded_sites("a" * 64, [SITE])
-    stranger = decoded_sites("a" * 64, [SITE, {**SITE, "site_id": 49999, "name": "s49999"}])
-    assert with_decoded_sites((aka,), {aka.path: good})[0].sites == good.sites
-    refused = with_decoded_sites((aka,), {aka.path: stranger})[0]
-    assert refused.sites is None and refused.sites_unknown == (
-        "decoded sites refused: site_id 49999 ('s49999'): the capture's event dictionary names no such site")
-
-
-def test_a_dictionary_outside_the_receipts_directory_is_not_read(tmp_path):
-    (tmp_path / "elsewhere").mkdir()
-    _dictionary(tmp_path / "elsewhere", (1, "reduce"))
-    (tmp_path / "r").mkdir()
-    os.symlink(tmp_path / "elsewhere" / "events.json", tmp_path / "r" / "events.json")
-    for named in ("events.json", "../elsewhere/events.json"):
-        (tmp_path / "r" / "receipt.json").write_text(json.dumps({**RECEIPT, "event_dictionary": named,
-                                                                "episcope": {"sites": [SITE]}}))
-        receipt = read_timeline_receipt(tmp_path / "r" / "receipt.json").value
-        assert receipt.site_names is None and receipt.sites_from == "receipt", named
