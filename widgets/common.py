@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from rich.text import Text
 from textual.widgets import DataTable
 
+from console.episode.numbers import bounded
 from console.episode.text import visible
 
 NA = "N/A"
@@ -32,11 +33,12 @@ def add_columns(table: DataTable, *labels: str) -> None:
 
 
 def fmt(value: object, spec: str = "", suffix: str = "") -> str:
-    """``value`` formatted with ``spec``, or N/A when it is unknown (strings made visible)."""
+    """``value`` formatted with ``spec`` in a bounded width (``numbers.bounded``), or N/A when
+    it is unknown (strings made visible)."""
     if value is None:
         return NA
-    if spec and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value:{spec}}{suffix}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{bounded(value, spec)}{suffix}"
     return visible(f"{value}{suffix}")
 
 

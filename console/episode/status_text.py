@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .numbers import bounded
 from .text import visible
 
 MAX_LINE = 400
@@ -24,7 +25,9 @@ def _fmt(value: object, unit: str = "", digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "unknown"
     if isinstance(value, float):
-        return f"{value:.{digits}f}{unit}"
+        return f"{bounded(value, f'.{digits}f')}{unit}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{bounded(value)}{unit}"
     return f"{value}{unit}"
 
 
