@@ -82,13 +82,23 @@ class Comparisons:
         by_directory: dict[str, list[AbbaVerdict]] = {}
         newest: dict[str, float | None] = {}
         undirected = []
+        claims: dict[str, list[tuple[str, AbbaVerdict]]] = {}
         for path, verdict in sorted(verdicts.items()):
             directory = verdict_directory(verdict)
             if directory is None:
                 undirected.append((at.get(path), verdict))
             else:
-                by_directory.setdefault(directory, []).append(verdict)
-                newest[directory] = _later(newest.get(directory), at.get(path))
+                claims.setdefault(directory, []).append((path, verdict))
+        for directory, claimed in claims.items():
+            # The verdict filed in the verification its artifact names is that verification's;
+            # one filed elsewhere naming it too (a copy, or a file naming another's artifact)
+            # is listed where it was filed, never dropped unsaid.
+            claimed.sort(key=lambda claim: os.path.dirname(claim[0]) != directory)  # stable
+            for rank, (path, verdict) in enumerate(claimed):
+                own = os.path.dirname(path)
+                place = directory if rank == 0 else own if own not in claims and own not in by_directory else path
+                by_directory.setdefault(place, []).append(verdict)
+                newest[place] = _later(newest.get(place), at.get(path))
         for path in runs_by_path:
             directory = os.path.dirname(path)
             by_directory.setdefault(directory, [])
