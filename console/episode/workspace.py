@@ -118,11 +118,11 @@ def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Workspace:
     if copy is not None:
         return msgspec.structs.replace(_workspace_in_copy(copy, start), archive=copy)
     paths = find_repo(start)
-    if paths is None and os.path.lexists(start / ".git") and _layout_campaign(start) is not None:
+    laid_out = _layout_campaign(start) if paths is None and os.path.lexists(start / ".git") else None
+    if laid_out is not None:
         # A worktree git is not let read (its config includes a device, a FIFO stands for a
         # file): its git facts say why (an alert), and the layout still names its campaign.
-        campaign_root = _layout_campaign(start) or start
-        layout = Workspace(campaign_root, start, tuple(sorted(set(list_worktrees(campaign_root)) | {start})))
+        layout = Workspace(laid_out, start, tuple(sorted(set(list_worktrees(laid_out)) | {start})))
         return _archive_reached(layout, ()) or layout
     if paths is None:
         # Not a git repo: still show what the files say (a fixture, a campaign copied without git).
