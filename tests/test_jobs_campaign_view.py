@@ -130,3 +130,22 @@ async def test_the_header_and_jobs_pane_agree_with_status_on_an_aka_campaign(inf
         title, text = pane.full_text() or ("", "")
         assert title == f"traced operation {doc['traced_operations'][0]['operation_id']}"
         assert "state running" in text and "category benchmark" in text and "no job record" in text
+
+
+def test_status_of_an_archive_counts_running_time_to_its_last_event(tmp_path):
+    """The AKA in-flight campaign's benchmark operation was running when the campaign was
+    packed: status on the archive counts its time to the archive's last event (the console's
+    archive clock), not to the wall clock of whoever reads it days later."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(repo)}
+    done = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", str(AKA / "campaign_inflight.tar.gz")],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    (running,) = [op for op in document["traced_operations"] if op["state"] == "running"]
+    assert running["elapsed_seconds"] is not None and 0.0 <= running["elapsed_seconds"] < 60.0

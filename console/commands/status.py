@@ -28,7 +28,11 @@ def run(args: argparse.Namespace) -> int:
     from console.episode.preflight import check_preflight
 
     reading = _gpu_reading()
-    document = status_document(session.scan(final=True), gpu=reading, preflight=check_preflight(reading))
+    state = session.scan(final=True)
+    # An archive's clock stopped at its last event: a job or phase still running in it ran
+    # until then, not until now (the console's archive clock is the same).
+    now = state.last_event_at if session.workspace.archive is not None else None
+    document = status_document(state, now=now, gpu=reading, preflight=check_preflight(reading))
     if args.json:
         from console.formats.jsonio import dumps
 
