@@ -149,3 +149,26 @@ def test_status_of_an_archive_counts_running_time_to_its_last_event(tmp_path):
     document = json.loads(done.stdout)
     (running,) = [op for op in document["traced_operations"] if op["state"] == "running"]
     assert running["elapsed_seconds"] is not None and 0.0 <= running["elapsed_seconds"] < 60.0
+
+
+def test_a_long_campaign_lists_its_newest_traced_operations_and_counts_them_all(tmp_path):
+    """A snapshot lists the newest TRACED_SHOWN operations no job record names (a long
+    campaign traces tens of thousands: listing all made each new event cost a sort of them
+    all); the sandbox counts still count every one."""
+    import sys
+
+    from console.episode.episodes import TRACED_SHOWN
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from workloads import write_telemetry_workspace
+
+    write_telemetry_workspace(str(tmp_path), 3000)
+    state = Session(str(tmp_path)).scan()
+    traced = state.traced_operations
+    assert len(traced) == TRACED_SHOWN < len(state.sandbox_operations)
+    started = [op.started_at for op in traced]
+    assert started == sorted(started, reverse=True)
+    assert started[0] == max(op.started_at for op in state.sandbox_operations)  # the newest comes first
+    document = status_document(state, now=0.0)
+    assert len(document["traced_operations"]) == TRACED_SHOWN
+    assert document["sandbox"]["succeeded"] == len(state.sandbox_operations)

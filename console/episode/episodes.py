@@ -116,13 +116,24 @@ def by_episode(paths: Iterable[str]) -> dict[int | None, set[str]]:
     return groups
 
 
-def traced_only(operations: Iterable[SandboxOperation], jobs: Iterable[JobRecord]) -> tuple[SandboxOperation, ...]:
-    """The telemetry sandbox operations no job record names, newest first: the sandbox work
-    the Jobs pane and ``status`` list beside the job records (AKA writes no job record, so
-    on its campaigns these are all there is). ``SandboxCounts`` counts the same ones."""
+TRACED_SHOWN = 100  # the newest traced operations a state lists (an AKA episode traces tens)
+
+
+def traced_only(operations: Sequence[SandboxOperation], jobs: Iterable[JobRecord]) -> tuple[SandboxOperation, ...]:
+    """The newest TRACED_SHOWN telemetry sandbox operations no job record names, newest
+    first: the sandbox work the Jobs pane and ``status`` list beside the job records (AKA
+    writes no job record, so on its campaigns these are all there is). ``SandboxCounts``
+    counts every one of them. Read from the end of ``operations`` (file order, the running
+    ones last), so a snapshot of a long campaign costs what it shows, not what it holds."""
     named = {job.operation_id for job in jobs if job.operation_id}
-    return tuple(sorted((op for op in operations if op.operation_id not in named),
-                        key=lambda op: op.started_at or 0.0, reverse=True))
+    newest: list[SandboxOperation] = []
+    for index in range(len(operations) - 1, -1, -1):
+        if len(newest) == TRACED_SHOWN:
+            break
+        operation = operations[index]
+        if operation.operation_id not in named:
+            newest.append(operation)
+    return tuple(sorted(newest, key=lambda op: op.started_at or 0.0, reverse=True))
 
 
 def operation_elapsed(operation: SandboxOperation, now: float | None) -> float | None:

@@ -412,8 +412,9 @@ def _jobs(state: EpisodeState, now: float) -> list[dict[str, Any]]:
 
 
 def _traced_operations(state: EpisodeState, now: float) -> list[dict[str, Any]]:
-    """The current episode's telemetry sandbox operations no job record names, newest first
-    (what the Jobs pane lists as traced rows); a running one's time is counted to ``now``."""
+    """The newest of the current episode's telemetry sandbox operations no job record names,
+    newest first (what the Jobs pane lists as traced rows); a running one's time is counted
+    to ``now``."""
     return [
         {
             "operation_id": op.operation_id,
