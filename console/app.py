@@ -279,8 +279,10 @@ class EpiscopeApp(App):
         follower reads no further: the files keep the events, and the next batch brings
         them all.
 
-        What the files say is drawn before git runs: the git facts (GitPython's import alone
-        is about as long as reading the files) come with the refresh after that frame. Then
+        What the shown workspace's files say is drawn first: the git facts (GitPython's
+        import alone is about as long as reading the files) and the campaign's other
+        worktrees and ended episodes (history, not what the dashboard draws) come with the
+        full refresh after that frame. Then
         following and GPU sampling start: the file watcher (watchfiles and its async
         backend) costs about as much to load as a frame, and pynvml up to 200 ms."""
         try:
@@ -310,7 +312,7 @@ class EpiscopeApp(App):
         was given only its workspace (runs in a thread)."""
         if self.session is None:
             self.session = self.open_session()
-        self.session.scan(git=False)
+        self.session.scan(git=False, shown_only=True)
         return self.session
 
     def on_episcope_app_episode_changed(self, message: EpisodeChanged) -> None:

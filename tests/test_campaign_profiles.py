@@ -256,3 +256,19 @@ def test_an_episode_number_past_nine_digits_names_no_episode(tmp_path):
     status = cli_status(root / CAMPAIGN, tmp_path / "cache")
     (odd,) = [p for p in status["profiles"] if p["dir"].startswith(str(huge))]
     assert odd["episode"] is None
+
+
+def test_the_consoles_first_scan_reads_the_shown_episode_and_the_refresh_the_rest(monkeypatch, tmp_path):
+    """The console draws the shown workspace's files first (what the dashboard shows is the
+    current episode's); the full refresh after that frame brings the other worktrees' and
+    ended episodes' files, so the state then equals a whole scan's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    session = Session(str(ARCHIVE))
+    first = session.scan(git=False, shown_only=True)
+    assert [p.episode for p in first.campaign_profiles] == [2, 2] and len(first.jobs) == 5
+    session.refresh(None)
+    whole = Session(str(ARCHIVE)).scan()
+    after = session.state
+    assert [p.profile.dir for p in after.campaign_profiles] == [p.profile.dir for p in whole.campaign_profiles]
+    assert [e.runtime for e in after.episodes] == [e.runtime for e in whole.episodes]
+    assert after.jobs == whole.jobs and after.profiles == whole.profiles

@@ -87,15 +87,17 @@ class Ingest:
 
     # -- discovery -----------------------------------------------------------------------
 
-    def _places(self) -> Iterator[tuple[str, str, bool, frozenset[str] | None]]:
+    def _places(self, shown_only: bool = False) -> Iterator[tuple[str, str, bool, frozenset[str] | None]]:
         """Where to walk: (directory, its path relative to its root, whether that root is the
         campaign's, the kinds read there; None: every kind). The roots shown, then the profiles
         and job records of the campaign's other worktrees, and the profiles of its ended
         episodes' archived worktree files: an episode's record is the same whichever of its
-        worktrees, or the campaign, opened it."""
+        worktrees, or the campaign, opened it. ``shown_only``: the roots shown alone."""
         campaign_root = self.workspace.campaign_root
         for root in self.workspace.roots:
             yield str(root), "", root == campaign_root, None
+        if shown_only:
+            return
         for directory, prefix, kinds in self._other_places():
             yield directory, prefix, False, kinds
 
@@ -118,9 +120,10 @@ class Ingest:
             if _no_link_below(self.workspace.campaign_root, prefix):
                 yield str(self.workspace.campaign_root / prefix), prefix, EVERY_WORKTREE[PROFILES]
 
-    def _walk(self) -> Iterator[tuple[Artifact, str]]:
-        """(artifact, absolute path) of every artifact file under the workspace's places."""
-        for top, top_prefix, campaign, kinds in self._places():
+    def _walk(self, shown_only: bool = False) -> Iterator[tuple[Artifact, str]]:
+        """(artifact, absolute path) of every artifact file under the workspace's places
+        (``shown_only``: under the roots shown)."""
+        for top, top_prefix, campaign, kinds in self._places(shown_only):
             # The relative path is carried down the walk ("a/b/"), not recomputed per file.
             stack = [(top, top_prefix, 0)]
             while stack:
@@ -139,10 +142,10 @@ class Ingest:
                                 kinds is None or artifact.kind in kinds):
                             yield artifact, entry.path
 
-    def _found(self) -> list[tuple[Artifact, str]]:
+    def _found(self, shown_only: bool = False) -> list[tuple[Artifact, str]]:
         """Every artifact file, documents first: a cold scan then reads line files, by far
         the biggest, last."""
-        return sorted(self._walk(), key=lambda item: (item[0].layout == "lines", item[1]))
+        return sorted(self._walk(shown_only), key=lambda item: (item[0].layout == "lines", item[1]))
 
     def _artifact_of(self, path: str) -> Artifact | None:
         """What a path is: remembered from an earlier read, else found by its place."""
@@ -177,14 +180,15 @@ class Ingest:
         for batch in self.scan_batches(final=final):
             yield from batch
 
-    def scan_batches(self, *, git: bool = True, final: bool = False) -> Iterator[list[Event]]:
+    def scan_batches(self, *, git: bool = True, final: bool = False, shown_only: bool = False) -> Iterator[list[Event]]:
         """The cold scan in batches of at most one read chunk of a line file, the git facts
-        last (``git=False``: left to the next ``refresh``).
+        last (``git=False``: left to the next ``refresh``; ``shown_only``: the roots shown
+        alone, the campaign's other worktrees and ended episodes' files likewise left).
 
         ``final``: a one-shot read that no ``refresh`` will follow (``status``, ``events``
         without ``--follow``, replay): a line file's last line is read even without its
         newline (``Tailer.batches``). A live session leaves it for the writer to finish."""
-        for artifact, path in self._found():
+        for artifact, path in self._found(shown_only):
             if artifact.layout == "lines":
                 yield from self.read_lines_batched(artifact, path, final=final)
             else:
@@ -192,14 +196,14 @@ class Ingest:
         if git:
             yield self._git_events(force=True)
 
-    def scan_into(self, reducer: Reducer, *, git: bool = True, final: bool = False) -> None:
+    def scan_into(self, reducer: Reducer, *, git: bool = True, final: bool = False, shown_only: bool = False) -> None:
         """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
         Telemetry is decoded a chunk at a time into ``TelemetryRecord``s and
         handed over without Event objects; a read chunk with a bad line, and every other
         file, go through events as usual. ``final`` as for ``scan_batches``.
         """
-        for artifact, path in self._found():
+        for artifact, path in self._found(shown_only):
             if artifact.kind == ev.TELEMETRY:
                 tailer = self._tailer(artifact, path)
                 failed_before = tailer.error

@@ -57,16 +57,18 @@ class Session:
         self._feed(events)
         return self.state
 
-    def scan(self, *, git: bool = True, final: bool = False) -> EpisodeState:
+    def scan(self, *, git: bool = True, final: bool = False, shown_only: bool = False) -> EpisodeState:
         """The cold scan; ``git=False`` reads the files only (the next ``refresh`` reads the
-        git facts: the console draws the files' data before git runs). ``final``: nothing
-        will follow this scan (``status``): a line file's last line counts even without
-        its newline (``Ingest.scan_batches``); a session that goes on to follow leaves it
-        to its writer."""
+        git facts: the console draws the files' data before git runs), ``shown_only`` those
+        of the roots shown only (the next full ``refresh`` reads the campaign's other
+        worktrees and ended episodes' files: what the dashboard draws is the current
+        episode's). ``final``: nothing will follow this scan (``status``): a line file's
+        last line counts even without its newline (``Ingest.scan_batches``); a session that
+        goes on to follow leaves it to its writer."""
         if self.on_event is None:
-            self.ingest.scan_into(self.reducer, git=git, final=final)
+            self.ingest.scan_into(self.reducer, git=git, final=final, shown_only=shown_only)
         else:
-            for batch in self.ingest.scan_batches(git=git, final=final):
+            for batch in self.ingest.scan_batches(git=git, final=final, shown_only=shown_only):
                 self._feed(batch)
         return self.state
 
