@@ -151,6 +151,19 @@ def test_abba_from_an_init_workspace_says_what_is_missing_then_compares_the_righ
     assert [run["revision"] for run in runs] == ["incumbent", "candidate", "candidate", "incumbent"]
 
 
+async def refused_as_archive(app: EpiscopeApp, pilot, notes: list[str], key: str, title: str) -> None:
+    """Once the archive is scanned, every job action is dimmed for the archive's reason, and
+    ``key`` says so when pressed."""
+    assert await until(pilot, lambda: app.scanned and app.episode_state.jobs, 20)
+    await pilot.pause(0.3)
+    for action in ACTIONS:
+        assert app.why_blocked(action.name) == "archive: read-only"
+        assert app.check_action("launch", (action.name,)) is None
+    await pilot.press(key)
+    await pilot.pause(0.1)
+    assert f"{title}: not now (archive: read-only)" in notes
+
+
 async def test_an_archive_opens_read_only_and_its_job_logs_come_from_the_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     workspace = resolve_workspace(ARCHIVE)
@@ -160,14 +173,7 @@ async def test_an_archive_opens_read_only_and_its_job_logs_come_from_the_copy(tm
                       readonly_reason="archive: read-only", sample_gpu=False)
     notes = record_notes(app)
     async with app.run_test(size=SIZE) as pilot:
-        assert await until(pilot, lambda: app.scanned and app.episode_state.jobs, 20)
-        await pilot.pause(0.3)
-        for action in ACTIONS:
-            assert app.why_blocked(action.name) == "archive: read-only"
-            assert app.check_action("launch", (action.name,)) is None
-        await pilot.press("b")
-        await pilot.pause(0.1)
-        assert "Benchmark run: not now (archive: read-only)" in notes
+        await refused_as_archive(app, pilot, notes, "b", "Benchmark run")
         header = app.query_one(EpisodeHeader)
         assert "archive: read-only" in "\n".join(strip.text for strip in header.render_lines(header.size.region))
         state = app.episode_state
@@ -206,13 +212,7 @@ async def test_a_path_inside_an_archives_unpacked_copy_opens_read_only(tmp_path,
     assert app.readonly and app.launcher is None
     notes = record_notes(app)
     async with app.run_test(size=SIZE) as pilot:
-        assert await until(pilot, lambda: app.scanned and app.episode_state.jobs, 20)
-        await pilot.pause(0.3)
-        for action in ACTIONS:
-            assert app.why_blocked(action.name) == "archive: read-only"
-        await pilot.press("c")
-        await pilot.pause(0.1)
-        assert "Correctness run: not now (archive: read-only)" in notes
+        await refused_as_archive(app, pilot, notes, "c", "Correctness run")
         header = app.query_one(EpisodeHeader)
         shown = "\n".join(strip.text for strip in header.render_lines(header.size.region))
         assert "READ-ONLY" in shown and "LIVE" not in shown and "archive: read-only" in shown
