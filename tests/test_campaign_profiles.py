@@ -272,3 +272,16 @@ def test_the_consoles_first_scan_reads_the_shown_episode_and_the_refresh_the_res
     assert [p.profile.dir for p in after.campaign_profiles] == [p.profile.dir for p in whole.campaign_profiles]
     assert [e.runtime for e in after.episodes] == [e.runtime for e in whole.episodes]
     assert after.jobs == whole.jobs and after.profiles == whole.profiles
+
+
+def test_a_worktree_named_otherwise_is_never_shown_as_the_newest_episodes(tmp_path):
+    """Between episodes the newest episode's worktree is shown: ``scratch`` sorts after
+    ``e0002-…`` by name but is no episode's, so ``e0002`` is still the one shown."""
+    subprocess.run([sys.executable, "-m", "console.cli", "init", str(tmp_path / "ws"), "--problem", "row_softmax"],
+                   cwd=REPO, check=True, capture_output=True, timeout=120)
+    worktrees = tmp_path / ".atrex_long_horizon_worktrees" / "ws"
+    for name, branch in (("e0001-aaaaaaaa", "e1"), ("e0002-bbbbbbbb", "e2"), ("scratch", "scratch")):
+        subprocess.run(["git", "-C", str(tmp_path / "ws"), "worktree", "add", "-q", str(worktrees / name), "-b", branch],
+                       check=True, capture_output=True, timeout=60)
+    status = cli_status(tmp_path / "ws", tmp_path / "cache")
+    assert status["episode"]["worktree"].endswith("e0002-bbbbbbbb")

@@ -22,6 +22,7 @@ live, by its content.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import msgspec
@@ -77,6 +78,18 @@ def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
     except OSError:
         return ()
     return tuple(sorted(entries))
+
+
+# AKA names each episode's worktree eNNNN-<hex> (at most nine digits: see episodes.py)
+_EPISODE_WORKTREE = re.compile(r"e([0-9]{1,9})(?:-.*)?", re.DOTALL)
+
+
+def newest_worktree(worktrees: tuple[Path, ...]) -> Path:
+    """The worktree of the newest episode: the highest number among those named after an
+    episode; a worktree named otherwise (``scratch``) only when none is."""
+    numbered = [(int(found.group(1)), worktree) for worktree in worktrees
+                if (found := _EPISODE_WORKTREE.fullmatch(worktree.name))]
+    return max(numbered)[1] if numbered else worktrees[-1]
 
 
 def _active_episode_path(campaign_root: Path) -> Path:
@@ -190,7 +203,7 @@ def _campaign_workspace(campaign_root: Path) -> Workspace:
             problems = (Unreadable(path, None, f"worktree {recorded} is not one of this campaign's worktrees "
                                                f"(under {WORKTREES_DIR}/{campaign_root.name}/): ignored"),)
     if worktree is None and worktrees:
-        worktree = worktrees[-1]  # eNNNN-<hex> names sort by episode number
+        worktree = newest_worktree(worktrees)
     return Workspace(campaign_root, worktree, worktrees, problems=problems)
 
 
@@ -208,7 +221,7 @@ def _unpacked_workspace(campaign_root: Path) -> Workspace:
     recorded = _active_worktree(campaign_root)
     worktree = next((w for w in worktrees if recorded is not None and w.name == recorded.name), None)
     if worktree is None and worktrees:
-        worktree = worktrees[-1]
+        worktree = newest_worktree(worktrees)
     return Workspace(campaign_root, worktree, worktrees)
 
 
