@@ -31,6 +31,7 @@ import msgspec
 
 from console.profiling.result import ProfileResult
 
+from .locations import EPISODE_WORKTREE_NAME
 from .phase_timing import PhaseTiming
 
 if TYPE_CHECKING:
@@ -40,11 +41,10 @@ if TYPE_CHECKING:
 
     from .state import AbbaComparison, SandboxOperation
 
-# At most nine digits: AKA writes four; a longer number is no episode of AKA's (and one past
-# 64 bits could not even be printed as JSON).
+# At most nine digits, as in a worktree's name (locations.EPISODE_WORKTREE_NAME)
 _ARCHIVED = re.compile(r"(?:^|[/\\])\.atrex_long_horizon[/\\]episodes[/\\]e([0-9]{1,9})[/\\]")
-# <parent>/.atrex_long_horizon_worktrees/<campaign>/eNNNN-<hex>/ (AKA names each worktree so)
-_WORKTREE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon_worktrees[/\\][^/\\]+[/\\]e([0-9]{1,9})(?:-[^/\\]*)?[/\\]")
+# <parent>/.atrex_long_horizon_worktrees/<campaign>/eNNNN-<hex>/
+_WORKTREE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon_worktrees[/\\][^/\\]+[/\\]" + EPISODE_WORKTREE_NAME + r"[/\\]")
 # A worktree or an ended episode's files, whatever they are named
 _EPISODE_PLACE = re.compile(r"(?:^|[/\\])\.atrex_long_horizon(?:_worktrees[/\\]|[/\\]episodes[/\\])")
 

@@ -32,7 +32,7 @@ from console.formats.problems import Unreadable
 
 from .archive import COPY_FORMAT, DONE_MARKER, ArchiveError, cache_root, open_archive
 from .git_repo import find_repo
-from .locations import RUNTIME_DIR, WORKTREES_DIR
+from .locations import EPISODE_WORKTREE_NAME, RUNTIME_DIR, WORKTREES_DIR
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 
@@ -80,8 +80,7 @@ def list_worktrees(campaign_root: Path) -> tuple[Path, ...]:
     return tuple(sorted(entries))
 
 
-# AKA names each episode's worktree eNNNN-<hex> (at most nine digits: see episodes.py)
-_EPISODE_WORKTREE = re.compile(r"e([0-9]{1,9})(?:-.*)?", re.DOTALL)
+_EPISODE_WORKTREE = re.compile(EPISODE_WORKTREE_NAME)
 
 
 def newest_worktree(worktrees: tuple[Path, ...]) -> Path:
