@@ -66,6 +66,21 @@ def git(cwd: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
+def init_with_worktrees(parent: Path, *names: str) -> Path:
+    """``episcope init parent/ws`` and a git worktree of each name beside it (under
+    ``.atrex_long_horizon_worktrees/ws/``, each on a branch of its own); the worktrees
+    directory is returned."""
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-m", "console.cli", "init", str(parent / "ws"), "--problem", "row_softmax"],
+                   cwd=repo, check=True, capture_output=True, timeout=120)
+    worktrees = parent / ".atrex_long_horizon_worktrees" / "ws"
+    for number, name in enumerate(names):
+        git(parent / "ws", "worktree", "add", "-q", str(worktrees / name), "-b", f"branch-{number}")
+    return worktrees
+
+
 def make_campaign(tmp: Path, name: str = "demo") -> tuple[Path, Path, str]:
     """A campaign repo with one episode worktree; returns (campaign, worktree, base commit)."""
     campaign = tmp / name

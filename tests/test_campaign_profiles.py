@@ -19,6 +19,7 @@ import pytest
 
 from console.episode.session import Session
 from console.episode.summary import status_document
+from spine_helpers import init_with_worktrees
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -231,12 +232,7 @@ def test_a_worktree_not_named_after_an_episode_is_no_episodes(tmp_path):
     """A git worktree AKA did not name (``Scratch``) beside an episode's: its profiles are
     listed with no episode and are not the current episode's (funnel, dominant kernel,
     stale-profile alert)."""
-    subprocess.run([sys.executable, "-m", "console.cli", "init", str(tmp_path / "ws"), "--problem", "row_softmax"],
-                   cwd=REPO, check=True, capture_output=True, timeout=120)
-    worktrees = tmp_path / ".atrex_long_horizon_worktrees" / "ws"
-    for name, branch in (("e0002-bbbbbbbb", "e2"), ("Scratch", "scratch")):
-        subprocess.run(["git", "-C", str(tmp_path / "ws"), "worktree", "add", "-q", str(worktrees / name), "-b", branch],
-                       check=True, capture_output=True, timeout=60)
+    worktrees = init_with_worktrees(tmp_path, "e0002-bbbbbbbb", "Scratch")
     scratch = worktrees / "Scratch" / "profiles" / "x"
     summary_dir(scratch, "scratch_kernel", "9999.0 us")
     status = cli_status(tmp_path / "ws", tmp_path / "cache")
@@ -277,11 +273,6 @@ def test_the_consoles_first_scan_reads_the_shown_episode_and_the_refresh_the_res
 def test_a_worktree_named_otherwise_is_never_shown_as_the_newest_episodes(tmp_path):
     """Between episodes the newest episode's worktree is shown: ``scratch`` sorts after
     ``e0002-…`` by name but is no episode's, so ``e0002`` is still the one shown."""
-    subprocess.run([sys.executable, "-m", "console.cli", "init", str(tmp_path / "ws"), "--problem", "row_softmax"],
-                   cwd=REPO, check=True, capture_output=True, timeout=120)
-    worktrees = tmp_path / ".atrex_long_horizon_worktrees" / "ws"
-    for name, branch in (("e0001-aaaaaaaa", "e1"), ("e0002-bbbbbbbb", "e2"), ("scratch", "scratch")):
-        subprocess.run(["git", "-C", str(tmp_path / "ws"), "worktree", "add", "-q", str(worktrees / name), "-b", branch],
-                       check=True, capture_output=True, timeout=60)
+    init_with_worktrees(tmp_path, "e0001-aaaaaaaa", "e0002-bbbbbbbb", "scratch")
     status = cli_status(tmp_path / "ws", tmp_path / "cache")
     assert status["episode"]["worktree"].endswith("e0002-bbbbbbbb")

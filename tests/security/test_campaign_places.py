@@ -12,6 +12,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from spine_helpers import init_with_worktrees
+
 ROOT = Path(__file__).resolve().parents[2]
 AKA = ROOT / "tests" / "fixtures" / "aka"
 SUMMARY = ROOT / "tests" / "fixtures" / "profiling" / "strided" / "sol" / "summary.txt"
@@ -47,12 +49,7 @@ def test_an_ended_episodes_profiles_link_is_not_followed(tmp_path):
 
 
 def test_another_worktrees_profiles_link_is_not_followed(tmp_path):
-    subprocess.run([sys.executable, "-m", "console.cli", "init", str(tmp_path / "ws"), "--problem", "row_softmax"],
-                   cwd=ROOT, check=True, capture_output=True, timeout=120)
-    worktrees = tmp_path / ".atrex_long_horizon_worktrees" / "ws"
-    for name, branch in (("e0001-aaaaaaaa", "e1"), ("e0002-bbbbbbbb", "e2")):
-        subprocess.run(["git", "-C", str(tmp_path / "ws"), "worktree", "add", "-q", str(worktrees / name), "-b", branch],
-                       check=True, capture_output=True, timeout=60)
+    worktrees = init_with_worktrees(tmp_path, "e0001-aaaaaaaa", "e0002-bbbbbbbb")
     (worktrees / "e0001-aaaaaaaa" / "profiles").symlink_to(foreign_profiles(tmp_path))
     doc = status(tmp_path / "ws", tmp_path)
     assert doc["episode"]["worktree"].endswith("e0002-bbbbbbbb")  # e0001 is another, not shown, worktree
