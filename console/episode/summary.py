@@ -454,6 +454,7 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
     active = state.active_phase
     reading = state.gpu if gpu is None else gpu
     checks = state.preflight if preflight is None else preflight
+    clock = time.time() if now is None else now  # one moment for every running time
     runtime, unknown = _runtime(state)
     if state.dominant_kernel_unknown is not None:
         unknown["dominant_kernel"] = state.dominant_kernel_unknown
@@ -487,8 +488,8 @@ def status_document(state: EpisodeState, gpu: GpuReading | None = None, prefligh
         "abba": _abba(state),
         "measures": _measures(state),
         "timeline": _timeline(state),
-        "jobs": _jobs(state, time.time() if now is None else now),
-        "traced_operations": _traced_operations(state, time.time() if now is None else now),
+        "jobs": _jobs(state, clock),
+        "traced_operations": _traced_operations(state, clock),
         "gpu": _gpu(reading),
         "preflight": None if checks is None else msgspec.to_builtins(checks),
         "git": None if state.git is None else msgspec.to_builtins(state.git),
