@@ -10,7 +10,6 @@ package.
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 
 AREAS = ("tools", "skills", "problems")
@@ -20,9 +19,6 @@ def kit_path(area: str) -> Path:
     """The directory of one kit area: ``tools``, ``skills`` or ``problems``."""
     if area not in AREAS:
         raise ValueError(f"unknown kit area {area!r} (one of {', '.join(AREAS)})")
-    path = files(__name__) / area
-    # pip installs a wheel unpacked, so the kit is a real directory that a tool can run from
-    # and copytree can copy; a zipped install could do neither.
-    if not isinstance(path, Path):
-        raise RuntimeError(f"the episcope kit is not on a file system ({path})")
-    return path
+    # pip installs a wheel unpacked, so the kit is a real directory beside this file that a
+    # tool can run from and copytree can copy (a zipped install could do neither).
+    return Path(__file__).parent / area
