@@ -288,6 +288,10 @@ class EpiscopeApp(App):
         following and GPU sampling start: the file watcher (watchfiles and its async
         backend) costs about as much to load as a frame, and pynvml up to 200 ms."""
         try:
+            # Textual may start a worker eagerly, inside the call that made it (on_show, as the
+            # first frame is being laid out): step out once, so that frame goes out before the
+            # scan holds the loop.
+            await asyncio.sleep(0)
             session = await self._scan()
             self._session_changed = True
             self.draw_pending()
