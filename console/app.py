@@ -34,7 +34,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from console.actions import (
     ACTIONS,
@@ -66,8 +66,6 @@ from widgets.unreadable_list import UnreadableList
 from widgets.versions import VersionsPane
 
 if TYPE_CHECKING:
-    from textual.widgets import Input
-
     from console.episode.preflight import Preflight
     from console.episode.session import Session
     from console.episode.workspace import Workspace
@@ -132,7 +130,10 @@ class EpiscopeApp(App):
                 id="app.help"),
         Binding("escape", "back", "back", show=False, tooltip="back: close the filter, clear it, or leave a screen",
                 id="app.back"),
-        Binding("slash", "filter", "filter", tooltip="filter the focused table (Esc clears)", id="app.filter"),
+        # A priority binding, run as the key arrives, before the keys typed after it: those are
+        # the filter's text, not the table's keys (a binding of the table's would run later).
+        Binding("slash", "filter", "filter", tooltip="filter the focused table (Esc clears)", id="app.filter",
+                priority=True),
         Binding("t", "open_timeline", "timeline", tooltip="open the newest intra-kernel timeline receipt",
                 id="app.timeline"),
         Binding("D", "diff", "diff", tooltip="what changed in kernel.py: the working tree, or the version selected "
@@ -568,6 +569,8 @@ class EpiscopeApp(App):
             return True if self.episode_state.episodes else None
         if action in ("focus_pane", "filter") and not self.on_dashboard():
             return False  # the timeline and diff screens have no panes: not offered there
+        if action == "filter" and isinstance(self.focused, Input):
+            return False  # a slash typed into a text box is its text
         return True
 
     def on_dashboard(self) -> bool:
@@ -706,7 +709,7 @@ class EpiscopeApp(App):
             node = node.parent
         return node
 
-    def action_filter(self) -> None:
+    async def action_filter(self) -> None:
         pane = self._focused_pane()
         if pane is not None and pane.empty:
             self.notify(f"nothing to filter in {pane.title}: {pane.note}", severity="warning", markup=False)
@@ -717,13 +720,13 @@ class EpiscopeApp(App):
         self._filter_target = pane
         box = self._filter_box()
         if box is None:  # mounted the first time it is asked for
-            from textual.widgets import Input
-
             box = Input(placeholder="filter the focused table (Enter keeps it, Esc closes)", id="filter")
-            self.screen.mount(box, before=self.screen.query_one(KeyBar))
+            await self.screen.mount(box, before=self.screen.query_one(KeyBar))
         box.value = pane.filter_text
         box.display = True
-        box.focus()
+        # At once, not by ``focus()`` (a callback queued behind them): keys typed right after
+        # the slash are already waiting, and they are the filter's text, not the table's keys.
+        self.screen.set_focus(box)
 
     def _filter_box(self) -> Input | None:
         return next(iter(self.screen.query("#filter")), None)

@@ -629,3 +629,26 @@ async def test_help_wraps_to_an_80_column_terminal_dimmed_keys_reasons_included(
             assert squeezed(row.text) in shown  # each line whole: wrapped, not cut at the box's edge
             if row.why:
                 assert squeezed(f"[{row.why}]") in shown
+
+
+async def test_keys_typed_right_after_slash_reach_the_filter(episode, tmp_path):
+    """A fast typist's keys arrive before the filter line is laid out: they are the filter's
+    text, never actions of the table they were typed over (``a`` is ABBA's key)."""
+    from textual import events
+
+    app = make_app(episode[2], tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")
+        for key, character in (("slash", "/"), ("v", "v"), ("2", "2")):
+            app.post_message(events.Key(key, character))  # all queued before any is handled
+        await pilot.pause()
+        await pilot.pause()
+        assert app.query_one("#filter", Input).value == "v2"
+        assert [r[0] for r in rows(app, "#versions-table")] == ["v2"]
+        await pilot.press("slash")  # in a text box a slash is text: the filter's ...
+        assert app.query_one("#filter", Input).value == "v2/"
+        await pilot.press("enter", "ctrl+p")
+        await pilot.pause()
+        await pilot.press("slash")  # ... and the command palette's
+        palette = app.screen.query_one(Input)
+        assert palette.id != "filter" and palette.value == "/"
