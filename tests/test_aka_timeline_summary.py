@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from console.timeline.decode import decode
 from console.timeline.summary import summarize
 from timeline_support import parsed
@@ -16,9 +14,9 @@ def test_capture_ok_summary_in_akas_terms():
     # 324 ranges (648 begin/end records) + 18 instants + 108 counters: 774 records, 450 events
     assert summary["committed_records"] == 774
     assert summary["canonical_events"] == summary["ranges"] + summary["instants"] + summary["counters"] == 450
-    assert summary["physical_sms"] == sorted(set(capture.events["sm"].tolist()))
+    assert summary["physical_sms"] == sorted(set(capture.events["sm"]))
     assert sum(summary["site_event_count"].values()) == summary["canonical_events"]
-    range_sites = {s.name for s in dic.sites if s.site_id in set(np.unique(capture.ranges["site"]).tolist())}
+    range_sites = {s.name for s in dic.sites if s.site_id in set(capture.ranges["site"])}
     assert set(summary["site_total_duration_ns"]) == range_sites
 
 
@@ -32,7 +30,7 @@ def test_trace_args_and_other_data_use_akas_names():
     capture = decode(bytes(buf), man, dic)
     doc = json.loads(gzip.decompress(chrome_trace_bytes(capture)))
     origin = doc["otherData"]["globaltimer_origin_ns"]
-    assert origin == int(capture.events["timestamp_ns"].min()) and doc["otherData"]["clock"] == "%globaltimer"
+    assert origin == min(capture.events["timestamp_ns"]) and doc["otherData"]["clock"] == "%globaltimer"
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     identity = {"site_id", "cta", "cta_linear", "writer", "writer_ordinal", "warp", "physical_sm", "timestamp_ns"}
     by_phase = {}

@@ -81,7 +81,7 @@ def test_perfetto_protobuf_walks_and_nests_per_track():
             assert p[8] >= last_ts
             last_ts = p[8]
             events.append((p[8], te))
-    assert sum(1 for d in descriptors.values() if 3 in d) == len(set(cap.events["sm"].tolist()))
+    assert sum(1 for d in descriptors.values() if 3 in d) == len(set(cap.events["sm"]))
     assert sum(1 for d in descriptors.values() if 4 in d) == 18
     lanes = [d for d in descriptors.values() if 5 in d and 8 not in d]
     assert lanes, "partially overlapping 'carry' ranges need their own lane tracks"
@@ -96,7 +96,7 @@ def test_perfetto_protobuf_walks_and_nests_per_track():
         elif te[9] == 2:
             assert stacks[track], "slice end without begin on its track"
             stacks[track].pop()
-    assert begins == cap.ranges["owner"].size
+    assert begins == len(cap.ranges["owner"])
     assert all(not s for s in stacks.values())
     assert sum(1 for _, te in events if te[9] == 4) == 18 * 6
     assert sum(1 for _, te in events if te[9] == 3) == 18

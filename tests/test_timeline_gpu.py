@@ -115,11 +115,11 @@ def test_capture_decodes_with_every_kind_and_writer_layout(cuda):
     cap = decode(raw, parse_manifest(man), parse_dictionary(DICTIONARY))
     owners = GRID[0] * GRID[1] * 3
     assert cap.committed_records == owners * EVENTS_PER_WRITER
-    assert cap.ranges["owner"].size == owners * 3 * ITERS
+    assert len(cap.ranges["owner"]) == owners * 3 * ITERS
     claims = np.frombuffer(raw, "<u8", owners, abi.HEADER_BYTES + owners * 48 * 16)
     assert int(claims[1 * 3 + 1]) == abi.claim_word(1, 37)  # cta 1, writer warp1.lane5
-    assert (cap.ranges["end_ns"] >= cap.ranges["begin_ns"]).all()
-    assert 1 <= np.unique(cap.events["sm"]).size <= 132
+    assert all(e >= b for b, e in zip(cap.ranges["begin_ns"], cap.ranges["end_ns"]))
+    assert 1 <= len(set(cap.events["sm"])) <= 132
 
 
 def test_overflow_duplicate_and_bad_header_set_status_bits(cuda):
@@ -208,7 +208,8 @@ def test_full_range_stops_and_overflow_is_published_on_return(cuda, events, stat
     cupy.cuda.runtime.deviceSynchronize()
     raw = buf.raw()
     assert abi.Header.unpack(raw).status == status
-    records = np.frombuffer(raw, abi.RECORD_DTYPE, 16, abi.HEADER_BYTES)
+    record = np.dtype([("timestamp_ns", "<u8"), ("payload", "<u4"), ("tag", "<u4")])  # abi.RECORD_STRUCT
+    records = np.frombuffer(raw, record, 16, abi.HEADER_BYTES)
     assert (records["tag"] >> 31 == 1).all()  # both owners' ranges full, nothing past them
     assert records["payload"].tolist() == list(range(8)) * 2
     if status == 0:

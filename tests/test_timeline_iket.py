@@ -92,7 +92,7 @@ def test_export_of_the_h200_run_validates_and_opens_like_a_cuda_receipt(run_copy
     assert validate_receipt(str(out / "receipt.json")) == []
     capture = capture_view(out / "receipt.json").capture  # what the console's timeline screen decodes
     assert capture.event_count == 5120
-    assert len(set(capture.events["owner"].tolist())) == 1024  # one owner per warp observed
+    assert len(set(capture.events["owner"])) == 1024  # one owner per warp observed
     assert read_timeline_receipt(out / "receipt.json").value.backend == "iket"
 
 

@@ -65,7 +65,7 @@ def test_real_capture_matches_a_direct_reading_of_its_ranges():
     raw, manifest, dictionary = parsed("capture_ok")
     cap = decode(bytes(raw), manifest, dictionary)
     ids = {s.name: s.site_id for s in dictionary.sites}
-    rg = cap.ranges
+    rg = {key: np.asarray(column) for key, column in cap.ranges.items()}
     expected = []
     for o in np.unique(rg["owner"]):
         mine = rg["owner"] == o

@@ -8,8 +8,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import numpy as np
-
 MAGIC = 0x31544C5845525441  # b"ATREXLT1" read as a little-endian u64
 ABI_MAJOR = 1
 ABI_MINOR = 0
@@ -18,7 +16,6 @@ RECORD_BYTES = 16
 CLAIM_BYTES = 8
 HEADER_STRUCT = struct.Struct("<Q4H10IQ")
 RECORD_STRUCT = struct.Struct("<QII")
-RECORD_DTYPE = np.dtype([("timestamp_ns", "<u8"), ("payload", "<u4"), ("tag", "<u4")])
 
 STATUS_OVERFLOW = 1
 STATUS_BAD_HEADER = 2

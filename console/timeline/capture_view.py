@@ -18,12 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from console.formats.bounded_read import read_regular_file
 from console.formats.plainjson import atomic_write_bytes
 from console.formats.problems import FormatError
 
+from . import abi
 from .decode import Capture, CaptureRejected, decode
 from .manifest import SpecError, parse_dictionary, parse_manifest
 
@@ -102,21 +101,19 @@ def _load(receipt_path: Path) -> tuple[dict, Capture]:
 def lanes(capture: Capture) -> tuple[tuple[Lane, ...], int]:
     """Every owner's lane (by SM, then owner) and the capture's span in ns."""
     ev, rg = capture.events, capture.ranges
-    owners, first = np.unique(ev["owner"], return_index=True)
-    sms = ev["sm"][first]
-    t0 = int(ev["timestamp_ns"].min())
-    span = int(ev["timestamp_ns"].max()) - t0
+    owner_sm = dict(zip(ev["owner"], ev["sm"]))  # decode checked that an owner keeps its SM
+    t0 = min(ev["timestamp_ns"])
+    span = max(ev["timestamp_ns"]) - t0
     ranges: dict[int, list[tuple[int, int, int]]] = {}
-    for owner, site, begin, end in zip(rg["owner"].tolist(), rg["site"].tolist(), rg["begin_ns"].tolist(),
-                                       rg["end_ns"].tolist()):
+    for owner, site, begin, end in zip(rg["owner"], rg["site"], rg["begin_ns"], rg["end_ns"]):
         ranges.setdefault(owner, []).append((site, begin - t0, end - t0))
     instants: dict[int, list[int]] = {}
-    for i in np.flatnonzero(ev["kind"] >= 2).tolist():
-        instants.setdefault(int(ev["owner"][i]), []).append(int(ev["timestamp_ns"][i]) - t0)
+    for owner, kind, ts in zip(ev["owner"], ev["kind"], ev["timestamp_ns"]):
+        if kind >= abi.KIND_INSTANT:
+            instants.setdefault(owner, []).append(ts - t0)
     out = []
-    for i in np.lexsort((owners, sms)):
-        owner = int(owners[i])
-        out.append(Lane(int(sms[i]), owner, capture.manifest.owner_name(owner), tuple(ranges.get(owner, ())),
+    for sm, owner in sorted((sm, owner) for owner, sm in owner_sm.items()):
+        out.append(Lane(sm, owner, capture.manifest.owner_name(owner), tuple(ranges.get(owner, ())),
                         tuple(instants.get(owner, ()))))
     return tuple(out), span
 
@@ -135,7 +132,7 @@ def capture_view(receipt_path: str | os.PathLike[str]) -> CaptureView:
         block=tuple(header.block),
         launch_id=header.launch_id,
         event_count=capture.event_count,
-        range_count=int(capture.ranges["owner"].size),
+        range_count=len(capture.ranges["owner"]),
         capture=capture,
         raw_sha256=receipt.get("raw_sha256") if isinstance(receipt.get("raw_sha256"), str) else None,
     )

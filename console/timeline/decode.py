@@ -1,32 +1,41 @@
-"""Vectorized decode of an ATREXLT1 buffer with every FORMATS §10 check, all errors together.
+"""Decode of an ATREXLT1 buffer with every FORMATS §10 check, all errors together, on the
+standard library alone.
 
-The buffer is read as numpy views (no per-record Python work), so a capture of millions of
-records decodes in a fraction of a second. Every rejection is a :class:`Problem` with a
-stable ``code`` (what tests and tools match on), a count, and the byte offsets of the first
-offending records so a person can find them in the raw file.
+The ``timeline.py decode`` command must start as fast as AKA's standard-library tool, and
+importing numpy alone costs about as long as AKA's whole command; so nothing on that path
+imports it. Speed comes from whole-column work done by the interpreter's C code instead: the
+record region is read as strided ``memoryview`` columns (``.tolist()``), and the checks of the
+common cases compare whole lists (``min``, ``set``, ``sorted``, list equality, ``count``). A
+Python loop over single records runs only for rare shapes (holes, nested or interleaved ranges)
+and to locate the offending records once a check has failed.
+
+Every rejection is a :class:`Problem` with a stable ``code`` (what tests and tools match on),
+a count, and the byte offsets of the first offending records so a person can find them in the
+raw file.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
-
-import numpy as np
+from itertools import chain, repeat
 
 from . import abi
 from .manifest import Dictionary, Manifest
 
 MAX_EXAMPLES = 5
 SITE_KIND_CODES = {"any": 0, "range": 1, "instant": 2, "counter": 3}
-# ALLOWED[declared site kind code, record kind]: a range site takes only begin/end.
-ALLOWED = np.array(
-    [
-        [True, True, True, True],
-        [True, True, False, False],
-        [False, False, True, False],
-        [False, False, False, True],
-    ]
+# ALLOWED[declared site kind code][record kind]: a range site takes only begin/end.
+ALLOWED = (
+    (True, True, True, True),
+    (True, True, False, False),
+    (False, False, True, False),
+    (False, False, False, True),
 )
+# The columns are read through native-order memoryviews; ATREXLT1 is little-endian, as are the
+# hosts CUDA runs on (x86-64, aarch64).
+if sys.byteorder != "little":  # pragma: no cover - no big-endian CUDA host exists
+    raise ImportError("the timeline decoder reads little-endian buffers on little-endian hosts only")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,56 +71,28 @@ class CaptureRejected(ValueError):
 class Capture:
     """A capture that passed every check.
 
-    ``events`` holds one numpy array per field in canonical order (owner, then sequence);
-    ``ranges`` pairs begin/end per (owner, site), LIFO, indices pointing into ``events``.
+    ``events`` holds one list per field in canonical order (owner, then sequence);
+    ``ranges`` pairs begin/end per (owner, site), LIFO, ``begin_event``/``end_event`` being
+    positions in the ``events`` lists.
     """
 
     header: abi.Header
     manifest: Manifest
     dictionary: Dictionary
-    events: dict[str, np.ndarray]
-    ranges: dict[str, np.ndarray]
+    events: dict[str, list[int]]
+    ranges: dict[str, list[int]]
     committed_records: int = 0
     extra: dict = field(default_factory=dict)
 
     @property
     def event_count(self) -> int:
-        return int(self.events["timestamp_ns"].size)
+        return len(self.events["timestamp_ns"])
 
 
-@lru_cache(maxsize=16)
-def kind_tables(sites: tuple[tuple[int, str], ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(declared kind code per site id, -1 where undeclared; allowed flag per 18-bit (kind, site)
-    key) of a dictionary's sites. Built once per dictionary: zeroing the 256 Ki-entry table
-    costs more than decoding a small capture. Read-only, as they are shared."""
-    table = np.full(abi.SITE_MASK + 1, -1, dtype=np.int8)
-    valid = np.zeros(4 << 16, dtype=bool)
-    for site_id, kind in sites:
-        table[site_id] = SITE_KIND_CODES[kind]
-        valid[np.arange(4) * (1 << 16) + site_id] = ALLOWED[SITE_KIND_CODES[kind]]
-    table.flags.writeable = valid.flags.writeable = False
-    return table, valid
-
-
-def _offsets(slots: np.ndarray, base: int, stride: int) -> tuple[int, ...]:
-    return tuple(int(base + stride * s) for s in slots[:MAX_EXAMPLES])
-
-
-def _record_problem(problems, code, message, slots) -> None:
-    if slots.size:
-        problems.append(Problem(code, message, int(slots.size),
-                                _offsets(slots, abi.HEADER_BYTES, abi.RECORD_BYTES)))
-
-
-def _first_after_hole(committed: np.ndarray) -> np.ndarray:
-    """Slot of the first committed record after the first empty slot, per owner with a hole."""
-    rpo = committed.shape[1]
-    per_owner = committed.sum(axis=1)
-    first_empty = np.where(per_owner == rpo, rpo, np.argmin(committed, axis=1))
-    holed = np.flatnonzero(per_owner > first_empty)
-    after = committed[holed].copy()
-    after[np.arange(rpo)[None, :] <= first_empty[holed, None]] = False
-    return holed * rpo + np.argmax(after, axis=1)
+def _record_problem(problems: list[Problem], code: str, message: str, slots: list[int]) -> None:
+    if slots:
+        problems.append(Problem(code, message, len(slots),
+                                tuple(abi.HEADER_BYTES + abi.RECORD_BYTES * s for s in slots[:MAX_EXAMPLES])))
 
 
 def check_header(raw, manifest: Manifest) -> tuple[abi.Header | None, list[Problem]]:
@@ -158,199 +139,260 @@ def check_header(raw, manifest: Manifest) -> tuple[abi.Header | None, list[Probl
     return (h if layout_ok else None), problems
 
 
+# Fields of the tag that fill whole bytes of a record are read for every record at once with
+# ``bytes.translate``, which looks each byte up in a 256-entry table of answers in C. Byte 14
+# holds tag bits 16-23 (kind in its bits 0-1); byte 15 tag bits 24-31 (user flags in its bits
+# 4-6, committed in bit 7).
+KIND_BYTE, FLAGS_BYTE = 14, 15
+KIND_OF_BYTE = bytes(b & 3 for b in range(256))
+FLAGS_OF_BYTE = bytes((b >> (abi.FLAGS_SHIFT - 24)) & abi.FLAGS_MASK for b in range(256))
+COMMITTED_OF_BYTE = bytes(b >> 7 for b in range(256))
+
+
+def _columns(records: memoryview) -> dict[str, list[int]]:
+    """One list per field of a run of whole records."""
+    words = records.cast("I")  # a record is 4 words: timestamp (2), payload, tag
+    return {
+        "timestamp_ns": records.cast("Q")[0::2].tolist(),
+        "payload": words[2::4].tolist(),
+        "tag": words[3::4].tolist(),
+        "site": records.cast("H")[6::8].tolist(),  # the tag's low half
+        "kind": list(bytes(records[KIND_BYTE::abi.RECORD_BYTES]).translate(KIND_OF_BYTE)),
+        "flags": list(bytes(records[FLAGS_BYTE::abi.RECORD_BYTES]).translate(FLAGS_OF_BYTE)),
+    }
+
+
+@dataclass(slots=True)
+class _Records:
+    """The committed records in canonical order, one list per field (``columns``), and where
+    each owner's records lie in them (``spans``: (owner, first position, end position) per owner
+    with records)."""
+
+    slot: list[int] | None  # buffer slot of each record; None when every slot is committed (slot = position)
+    owner: list[int]
+    sequence: list[int]
+    columns: dict[str, list[int]]
+    spans: list[tuple[int, int, int]]
+
+
+def _read_records(raw: memoryview, header: abi.Header, problems: list[Problem]) -> _Records:
+    """Gather the committed records; report stray bytes in empty slots and holes."""
+    owners, rpo, cap = header.owner_count, header.records_per_owner, header.capacity
+    size = abi.RECORD_BYTES
+    region = raw[abi.HEADER_BYTES:abi.HEADER_BYTES + cap * size]
+    committed = bytes(region[FLAGS_BYTE::size]).translate(COMMITTED_OF_BYTE)  # 1 or 0 per slot
+    if 0 not in committed:
+        # every slot committed: no holes, no gather, owner boundaries every rpo records
+        return _Records(None, list(chain.from_iterable(repeat(o, rpo) for o in range(owners))),
+                        list(range(rpo)) * owners, _columns(region),
+                        [(o, o * rpo, (o + 1) * rpo) for o in range(owners)])
+    stray: list[int] = []
+    holes: list[int] = []
+    slots: list[int] = []
+    owner: list[int] = []
+    sequence: list[int] = []
+    pieces: list[memoryview] = []  # the committed records, copied side by side below
+    spans: list[tuple[int, int, int]] = []
+    zeros = bytes(rpo * size)
+
+    def nonzero(slot: int) -> bool:
+        return any(region[slot * size:(slot + 1) * size])
+
+    for o in range(owners):
+        base = o * rpo
+        row = committed[base:base + rpo]
+        n = row.count(1)
+        taken: range | list[int]
+        if 0 not in row[:n]:
+            # the committed records fill the start of the owner's range: one piece
+            taken = range(base, base + n)
+            if region[(base + n) * size:(base + rpo) * size] != zeros[:(rpo - n) * size]:
+                # A slot without the committed flag must be all zero: anything in it is a torn
+                # or stray write, and the capture is not trusted (AKA's decoder refuses it too).
+                stray += [s for s in range(base + n, base + rpo) if nonzero(s)]
+            pieces.append(region[base * size:(base + n) * size])
+        else:
+            holes.append(base + row.index(1, row.index(0)))
+            stray += [s for s in range(base, base + rpo) if not committed[s] and nonzero(s)]
+            taken = [s for s in range(base, base + rpo) if committed[s]]
+            pieces += [region[s * size:(s + 1) * size] for s in taken]
+        if n:
+            spans.append((o, len(owner), len(owner) + n))
+            owner += [o] * n
+            sequence += [s - base for s in taken]
+            slots += taken
+    _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag", stray)
+    _record_problem(problems, "hole", "committed record after an empty slot", holes)
+    return _Records(slots, owner, sequence, _columns(memoryview(b"".join(pieces))), spans)
+
+
+def _check_claims(raw: memoryview, header: abi.Header, manifest: Manifest, with_records: set[int],
+                  problems: list[Problem]) -> None:
+    """Each owner with records must have claimed, with its own CTA and writer thread."""
+    owners = header.owner_count
+    start = abi.HEADER_BYTES + header.capacity * abi.RECORD_BYTES
+    claims = raw[start:start + owners * abi.CLAIM_BYTES].cast("Q").tolist()
+    writers = manifest.writers
+    expected = [abi.claim_word(o // len(writers), writers[o % len(writers)].thread) for o in range(owners)]
+    if claims == expected:
+        return
+    foreign = [o for o in range(owners) if claims[o] and claims[o] != expected[o]]
+    if foreign:
+        problems.append(Problem("foreign_claim", "claim word does not match its owner's CTA/thread", len(foreign),
+                                tuple(start + abi.CLAIM_BYTES * o for o in foreign[:MAX_EXAMPLES])))
+    unclaimed = [o * header.records_per_owner for o in range(owners) if o in with_records and not claims[o]]
+    _record_problem(problems, "unclaimed", "records of an owner that never claimed", unclaimed)
+
+
 def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     """Decode and check ``raw``; raise :class:`CaptureRejected` listing every problem."""
     raw = memoryview(raw).cast("B")
     header, problems = check_header(raw, manifest)
     if header is None:
         raise CaptureRejected(problems)
-    owners = header.owner_count
-    rpo = header.records_per_owner
-    cap = header.capacity
-    words = np.frombuffer(raw, dtype="<u4", count=cap * 4, offset=abi.HEADER_BYTES).reshape(cap, 4)
-    claims = np.frombuffer(raw, dtype="<u8", count=owners, offset=abi.HEADER_BYTES + cap * abi.RECORD_BYTES)
-    tag_all = np.ascontiguousarray(words[:, 3])
-    full = cap > 0 and int(tag_all.min()) >= abi.COMMITTED
-    if full:
-        # every slot committed: no holes, no gather, owner boundaries every rpo records
-        has_records = None
-        tag = tag_all
-        ts = np.frombuffer(raw, dtype="<u8", count=cap * 2, offset=abi.HEADER_BYTES)[0::2]
-        payload = words[:, 2]
-        owner = np.repeat(np.arange(owners, dtype=np.int32), rpo)
-        seq = np.tile(np.arange(rpo, dtype=np.int32), owners)
-        same = np.ones(max(cap - 1, 0), dtype=bool)
-        same[rpo - 1::rpo] = False
-    else:
-        committed = (tag_all >= abi.COMMITTED).reshape(owners, rpo)
-        # A slot without the committed flag must be all zero: anything in it is a torn or
-        # stray write, and the capture is not trusted (AKA's decoder refuses it too).
-        empty = ~committed.reshape(-1)
-        if np.count_nonzero(words[empty]):
-            _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag",
-                            np.flatnonzero(empty & words.any(axis=1)))
-        if (committed[:, 1:] > committed[:, :-1]).any():
-            _record_problem(problems, "hole", "committed record after an empty slot", _first_after_hole(committed))
-        has_records = committed.any(axis=1)
-        rows, cols = np.nonzero(committed)  # canonical order: owner, then sequence
-        owner = rows.astype(np.int32)
-        seq = cols.astype(np.int32)
-        sel = np.frombuffer(raw, dtype=abi.RECORD_DTYPE, count=cap, offset=abi.HEADER_BYTES)[committed.reshape(-1)]
-        tag = np.ascontiguousarray(sel["tag"])
-        ts = sel["timestamp_ns"]
-        payload = sel["payload"]
-        same = owner[1:] == owner[:-1]
+    rec = _read_records(raw, header, problems)
+    _check_claims(raw, header, manifest, {o for o, _, _ in rec.spans}, problems)
 
-    def at(positions: np.ndarray) -> np.ndarray:
-        """Buffer slots of event positions (the same in a full buffer)."""
-        return positions if full else owner[positions].astype(np.int64) * rpo + seq[positions]
+    def slots_of(positions: list[int]) -> list[int]:
+        """Buffer slots of event positions (the same when every slot is committed)."""
+        return positions if rec.slot is None else [rec.slot[p] for p in positions]
 
-    # Claims: each owner with records must have claimed, with its own CTA and writer thread
-    # (row c, column w: writer w of CTA c; the claim word of abi.claim_word).
-    threads = np.array([w.thread for w in manifest.writers], dtype=np.uint64)
-    ctas = np.arange(1, owners // threads.size + 1, dtype=np.uint64)
-    expected = ((ctas[:, None] << np.uint64(32)) | (threads + np.uint64(1))).reshape(-1)
-    claimed = claims != 0
-    wrong_claim = claims != expected
-    if wrong_claim.any():
-        foreign = np.flatnonzero(claimed & wrong_claim)
-        if foreign.size:
-            problems.append(Problem("foreign_claim", "claim word does not match its owner's CTA/thread",
-                                    int(foreign.size), _offsets(foreign, abi.HEADER_BYTES + cap * 16, 8)))
-        unclaimed = np.flatnonzero(~claimed if has_records is None else has_records & ~claimed)
-        if unclaimed.size:
-            _record_problem(problems, "unclaimed", "records of an owner that never claimed", unclaimed * rpo)
+    col = rec.columns
+    site, kind, ts = col["site"], col["kind"], col["timestamp_ns"]
+    declared = {s.site_id: SITE_KIND_CODES[s.kind] for s in dictionary.sites}
+    tags: set[int] = set()  # a capture holds few distinct tags (sites x kinds x SMs x flags)
+    sm: list[int] = []
+    back: list[int] = []
+    moved: list[int] = []
+    for _, first, end in rec.spans:
+        # whole-list tests per owner; the records are walked only in an owner that failed one
+        row = ts[first:end]
+        if row != sorted(row):
+            back += [i for i in range(first + 1, end) if ts[i] < ts[i - 1]]
+        own_tags = set(col["tag"][first:end])
+        tags |= own_tags
+        own_sms = {(t >> abi.SM_SHIFT) & abi.SM_MASK for t in own_tags}
+        if len(own_sms) == 1:
+            sm += [own_sms.pop()] * (end - first)
+        else:
+            sm += [(t >> abi.SM_SHIFT) & abi.SM_MASK for t in col["tag"][first:end]]
+            moved += [i for i in range(first + 1, end) if sm[i] != sm[i - 1]]
+    if not all((t & abi.SITE_MASK) in declared and ALLOWED[declared[t & abi.SITE_MASK]][(t >> abi.KIND_SHIFT) & 3]
+               for t in tags):
+        # locate only when something is wrong
+        _record_problem(problems, "unknown_site", "site id not in the event dictionary",
+                        slots_of([i for i, s in enumerate(site) if s not in declared]))
+        _record_problem(problems, "wrong_kind", "record kind contradicts its site's declared kind",
+                        slots_of([i for i, (k, s) in enumerate(zip(kind, site))
+                                  if s in declared and not ALLOWED[declared[s]][k]]))
+    if ts and min(ts) == 0:
+        _record_problem(problems, "zero_timestamp", "zero timestamp", slots_of([i for i, t in enumerate(ts) if t == 0]))
+    _record_problem(problems, "decreasing_timestamp", "timestamp decreases within an owner", slots_of(back))
+    _record_problem(problems, "sm_change", "owner changes SM", slots_of(moved))
 
-    halves = tag.view(np.uint16).reshape(-1, 2)
-    site = halves[:, 0]
-    high = halves[:, 1]
-    kind = high & 3
-    sm = (high >> 2) & abi.SM_MASK
-    # detect with one lookup of the 18-bit (kind, site) key; locate only when something is wrong
-    table, valid = kind_tables(tuple((s.site_id, s.kind) for s in dictionary.sites))
-    if not valid[tag & 0x3FFFF].all():
-        declared = table[site]
-        unknown = declared < 0
-        if unknown.any():
-            _record_problem(problems, "unknown_site", "site id not in the event dictionary",
-                            at(np.flatnonzero(unknown)))
-        wrong = ~unknown & ~ALLOWED[np.maximum(declared, 0), kind]
-        if wrong.any():
-            _record_problem(problems, "wrong_kind", "record kind contradicts its site's declared kind",
-                            at(np.flatnonzero(wrong)))
-
-    if ts.size and int(ts.min()) == 0:
-        _record_problem(problems, "zero_timestamp", "zero timestamp", at(np.flatnonzero(ts == 0)))
-    if full:  # whole owners side by side: compare within rows, no boundary mask
-        ts2 = ts.reshape(owners, rpo)
-        sm2 = sm.reshape(owners, rpo)
-        suspect = bool((ts2[:, 1:] < ts2[:, :-1]).any()), bool((sm2 != sm2[:, :1]).any())
-    else:
-        suspect = True, True
-    back = same & (ts[1:] < ts[:-1]) if suspect[0] else None
-    if back is not None and back.any():
-        _record_problem(problems, "decreasing_timestamp", "timestamp decreases within an owner",
-                        at(np.flatnonzero(back) + 1))
-    moved = same & (sm[1:] != sm[:-1]) if suspect[1] else None
-    if moved is not None and moved.any():
-        _record_problem(problems, "sm_change", "owner changes SM", at(np.flatnonzero(moved) + 1))
-
-    ranges = _pair_ranges(owner, site, kind, ts, payload, problems, at)
-    if ts.size == 0:
+    ranges = _pair_ranges(rec.owner, site, kind, ts, col["payload"], problems, slots_of)
+    if not ts:
         problems.append(Problem("no_events", "the capture holds no committed record"))
     if problems:
         raise CaptureRejected(problems)
     events = {
-        "owner": owner,
-        "sequence": seq,
+        "owner": rec.owner,
+        "sequence": rec.sequence,
         "timestamp_ns": ts,
         "site": site,
         "kind": kind,
         "sm": sm,
-        "flags": (high >> 12) & abi.FLAGS_MASK,
-        "payload": payload,
+        "flags": col["flags"],
+        "payload": col["payload"],
     }
-    return Capture(header, manifest, dictionary, events, ranges, committed_records=int(ts.size))
+    return Capture(header, manifest, dictionary, events, ranges, committed_records=len(ts))
 
 
-def _pair_ranges(owner, site, kind, ts, payload, problems, at) -> dict[str, np.ndarray]:
-    """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins."""
-    is_range = kind <= abi.KIND_END
-    every = bool(is_range.all())
-    if every and kind.size % 2 == 0 and (kind[0::2] == abi.KIND_BEGIN).all() and (kind[1::2] == abi.KIND_END).all() \
-            and (site[0::2] == site[1::2]).all() and (owner[0::2] == owner[1::2]).all():
-        # Only ranges, each begin directly followed by its end: strided views, no gather.
-        bi = np.arange(0, kind.size, 2)
-        return _ranges(owner, site, ts, payload, bi, bi + 1, np.zeros(bi.size, np.int64),
-                       slice(0, None, 2), slice(1, None, 2))
-    ridx = np.arange(kind.size) if every else np.flatnonzero(is_range)
-    key = owner[ridx].astype(np.int64) * (abi.SITE_MASK + 1) + site[ridx]
-    if key.size > 1 and not (key[1:] >= key[:-1]).all():
-        # group by (owner, site); the stable sort keeps each group's own order
-        order = np.argsort(key, kind="stable")
-        ridx = ridx[order]
-        key = key[order]
-    if ridx.size % 2 == 0:
+def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str, list[int]]:
+    """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins.
+
+    Ranges come out grouped by (owner, site) in record order, except when every record is a
+    range and each begin is directly followed by its end: then in record order.
+    """
+    n = len(kind)
+    half = n // 2
+    if n % 2 == 0 and kind[0::2].count(abi.KIND_BEGIN) == half and kind[1::2].count(abi.KIND_END) == half \
+            and site[0::2] == site[1::2] and owner[0::2] == owner[1::2]:
+        # Only ranges, each begin directly followed by its end: strided slices, no pairing walk.
+        return {"owner": owner[0::2], "site": site[0::2], "begin_ns": ts[0::2], "end_ns": ts[1::2],
+                "begin_payload": payload[0::2], "end_payload": payload[1::2], "depth": [0] * half,
+                "begin_event": list(range(0, n, 2)), "end_event": list(range(1, n, 2))}
+    # positions of the begin/end records, grouped by (owner, site): two stable sorts (by site,
+    # then owner) keep each group's records in their own order
+    ridx = [i for i, k in enumerate(kind) if k <= abi.KIND_END]
+    ridx.sort(key=site.__getitem__)
+    ridx.sort(key=owner.__getitem__)
+    r_owner, r_site = list(map(owner.__getitem__, ridx)), list(map(site.__getitem__, ridx))
+    if len(ridx) % 2 == 0:
         # Common case: inside each group begins and ends alternate (B E B E ...), no nesting;
         # then the pairing is positional.
-        rkind = kind[ridx]
-        if (rkind[0::2] == abi.KIND_BEGIN).all() and (rkind[1::2] == abi.KIND_END).all() \
-                and (key[0::2] == key[1::2]).all():
-            return _ranges(owner, site, ts, payload, ridx[0::2], ridx[1::2], np.zeros(ridx.size // 2, np.int64))
-    begin = kind[ridx] == abi.KIND_BEGIN
-    delta = np.where(begin, 1, -1).astype(np.int64)
-    first_of_group = np.concatenate(([True], key[1:] != key[:-1])) if key.size else np.zeros(0, bool)
-    starts = np.flatnonzero(first_of_group)
-    csum = np.cumsum(delta)
-    group = np.cumsum(first_of_group) - 1
-    depth = csum - (csum - delta)[starts][group] if key.size else csum
-    # depth after each event inside its (owner, site) group
-    none = np.zeros(0, np.int64)
-    if key.size == 0:
-        return _ranges(owner, site, ts, payload, none, none, none)
-    low = np.minimum.reduceat(np.minimum(depth, 0), starts)
-    final = depth[np.append(starts[1:] - 1, key.size - 1)]
-    orphan_ends = -low
-    open_begins = final + orphan_ends
-    bad = False
-    if (orphan_ends > 0).any():
-        bad = True
-        # the first end that drove the depth below zero, per bad group
-        neg = np.flatnonzero(depth < 0)
-        first = neg[np.concatenate(([True], group[neg][1:] != group[neg][:-1]))]
-        problems.append(Problem("end_without_begin", "range end without a matching begin",
-                                int(orphan_ends.sum()),
-                                _offsets(at(ridx[first]), abi.HEADER_BYTES, abi.RECORD_BYTES)))
-    if (open_begins > 0).any():
-        bad = True
-        last_of = np.append(starts[1:] - 1, key.size - 1)[open_begins > 0]
-        problems.append(Problem("unmatched_begin", "range begin never ended",
-                                int(open_begins.sum()),
-                                _offsets(at(ridx[last_of]), abi.HEADER_BYTES, abi.RECORD_BYTES)))
-    if bad:
-        return _ranges(owner, site, ts, payload, none, none, none)
-    level = np.where(begin, depth, depth + 1)
-    if level.max(initial=0) <= 1:
-        b = np.flatnonzero(begin)
-        e = b + 1
-    else:
-        order = np.lexsort((np.arange(key.size), level, group))
-        b = order[0::2]
-        e = order[1::2]
-    return _ranges(owner, site, ts, payload, ridx[b], ridx[e], level[b] - 1)
+        r_kind = list(map(kind.__getitem__, ridx))
+        pairs = len(ridx) // 2
+        if r_kind[0::2].count(abi.KIND_BEGIN) == pairs and r_kind[1::2].count(abi.KIND_END) == pairs \
+                and r_owner[0::2] == r_owner[1::2] and r_site[0::2] == r_site[1::2]:
+            return _ranges(ts, payload, ridx[0::2], ridx[1::2], r_owner[0::2], r_site[0::2], [0] * pairs)
+    key = list(zip(r_owner, r_site))
+    # General case: a stack per (owner, site) group, walked record by record.
+    orphan_count = open_count = 0
+    orphan_first: list[int] = []  # per group with an orphan end: its first one
+    open_last: list[int] = []  # per group with an open begin: the group's last range record
+    found: list[tuple[tuple[int, int], int, int, int]] = []  # (group, depth, begin's place in ridx, end)
+    start = 0
+    while start < len(ridx):
+        end = start
+        while end < len(ridx) and key[end] == key[start]:
+            end += 1
+        stack: list[int] = []
+        orphans = 0
+        for j in range(start, end):  # j: place in ridx, i: place in the events
+            i = ridx[j]
+            if kind[i] == abi.KIND_BEGIN:
+                stack.append(j)
+            elif stack:
+                found.append((key[start], len(stack) - 1, stack.pop(), i))
+            else:
+                if not orphans:
+                    orphan_first.append(i)
+                orphans += 1
+        orphan_count += orphans
+        if stack:
+            open_count += len(stack)
+            open_last.append(ridx[end - 1])
+        start = end
+    if orphan_count:
+        _problem_at(problems, "end_without_begin", "range end without a matching begin", orphan_count,
+                    slots_of(orphan_first))
+    if open_count:
+        _problem_at(problems, "unmatched_begin", "range begin never ended", open_count, slots_of(open_last))
+    if orphan_count or open_count:
+        return _ranges(ts, payload, [], [], [], [], [])
+    # ranges by group, then nesting depth, then the begin's place in the group
+    found.sort(key=lambda r: r[:3])
+    return _ranges(ts, payload, [ridx[r[2]] for r in found], [r[3] for r in found], [r[0][0] for r in found],
+                   [r[0][1] for r in found], [r[1] for r in found])
 
 
-def _ranges(owner, site, ts, payload, bi, ei, depth, take_b=None, take_e=None) -> dict[str, np.ndarray]:
-    tb = bi if take_b is None else take_b
-    te = ei if take_e is None else take_e
+def _problem_at(problems: list[Problem], code: str, message: str, count: int, slots: list[int]) -> None:
+    problems.append(Problem(code, message, count,
+                            tuple(abi.HEADER_BYTES + abi.RECORD_BYTES * s for s in slots[:MAX_EXAMPLES])))
+
+
+def _ranges(ts, payload, begins: list[int], ends: list[int], owner: list[int], site: list[int],
+            depth: list[int]) -> dict[str, list[int]]:
+    """The range columns of begin/end event positions, and each range's owner, site and depth."""
     return {
-        "owner": owner[tb],
-        "site": site[tb],
-        "begin_ns": ts[tb],
-        "end_ns": ts[te],
-        "begin_payload": payload[tb],
-        "end_payload": payload[te],
+        "owner": owner,
+        "site": site,
+        "begin_ns": list(map(ts.__getitem__, begins)),
+        "end_ns": list(map(ts.__getitem__, ends)),
+        "begin_payload": list(map(payload.__getitem__, begins)),
+        "end_payload": list(map(payload.__getitem__, ends)),
         "depth": depth,
-        "begin_event": bi,
-        "end_event": ei,
+        "begin_event": begins,
+        "end_event": ends,
     }

@@ -13,8 +13,6 @@ import gzip
 import io
 import json
 
-import numpy as np
-
 from . import abi
 from .decode import Capture
 
@@ -27,9 +25,9 @@ def _site_names(capture: Capture) -> dict[int, str]:
 
 
 def _owner_sm(capture: Capture) -> dict[int, int]:
+    """SM of each owner, by owner; decode checked that an owner never changes SM."""
     ev = capture.events
-    owners, first = np.unique(ev["owner"], return_index=True)
-    return {int(o): int(ev["sm"][i]) for o, i in zip(owners, first)}
+    return dict(zip(ev["owner"], ev["sm"]))
 
 
 def _owner_args(capture: Capture, owner: int, sm: int) -> dict:
@@ -56,7 +54,7 @@ def _site_args(capture: Capture) -> dict[int, dict]:
     return out
 
 
-def canonical_order(capture: Capture) -> tuple[np.ndarray, np.ndarray]:
+def canonical_order(capture: Capture) -> list[tuple[bool, int]]:
     """(is_range, index) of every canonical event in AKA's trace order.
 
     AKA orders a range by its begin, a point by itself, on (timestamp, owner, sequence), where a
@@ -65,15 +63,17 @@ def canonical_order(capture: Capture) -> tuple[np.ndarray, np.ndarray]:
     """
     ev = capture.events
     rg = capture.ranges
-    point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT)
-    n_ranges = rg["owner"].size
-    ts = np.concatenate([rg["begin_ns"], ev["timestamp_ns"][point]])
-    owner = np.concatenate([rg["owner"], ev["owner"][point]])
-    sequence = np.concatenate([np.full(n_ranges, -1, np.int64), ev["sequence"][point].astype(np.int64)])
-    tie = np.concatenate([rg["end_event"], np.zeros(point.size, np.int64)])
-    order = np.lexsort((tie, sequence, owner, ts))
-    index = np.concatenate([np.arange(n_ranges), point])
-    return order < n_ranges, index[order]
+    kind = ev["kind"]
+    # when every record is half of a range there is no point to look for
+    every_record_paired = 2 * len(rg["owner"]) == len(kind)
+    point = [] if every_record_paired else [i for i, k in enumerate(kind) if k >= abi.KIND_INSTANT]
+    ts, owner, sequence = ev["timestamp_ns"], ev["owner"], ev["sequence"]
+    # (timestamp, owner, sequence, tie, is_range, index): the first four are unique, so the
+    # last two only ride along
+    order = [(b, o, -1, e, True, i) for i, (b, o, e) in enumerate(zip(rg["begin_ns"], rg["owner"], rg["end_event"]))]
+    order += [(ts[i], owner[i], sequence[i], 0, False, i) for i in point]
+    order.sort()
+    return [(ranged, i) for *_, ranged, i in order]
 
 
 def chrome_trace(capture: Capture) -> dict:
@@ -84,23 +84,21 @@ def chrome_trace(capture: Capture) -> dict:
     ev = capture.events
     rg = capture.ranges
     names = _site_names(capture)
-    t0 = int(ev["timestamp_ns"].min())
+    t0 = min(ev["timestamp_ns"])
     owner_sm = _owner_sm(capture)
     who = {owner: _owner_args(capture, owner, sm) for owner, sm in owner_sm.items()}
     where = _site_args(capture)
     events: list[dict] = [{"name": "process_name", "ph": "M", "pid": sm + 1, "tid": 0, "args": {"name": f"SM {sm}"}}
                           for sm in sorted(set(owner_sm.values()))]
-    # plain lists: indexing numpy arrays one element at a time is what makes a big export slow
-    r_owner, r_site = rg["owner"].tolist(), rg["site"].tolist()
-    r_begin, r_end = rg["begin_ns"].tolist(), rg["end_ns"].tolist()
-    r_bpay, r_epay = rg["begin_payload"].tolist(), rg["end_payload"].tolist()
-    e_owner, e_site, e_ts = ev["owner"].tolist(), ev["site"].tolist(), ev["timestamp_ns"].tolist()
-    e_kind, e_pay, e_seq = ev["kind"].tolist(), ev["payload"].tolist(), ev["sequence"].tolist()
+    r_owner, r_site = rg["owner"], rg["site"]
+    r_begin, r_end = rg["begin_ns"], rg["end_ns"]
+    r_bpay, r_epay = rg["begin_payload"], rg["end_payload"]
+    e_owner, e_site, e_ts = ev["owner"], ev["site"], ev["timestamp_ns"]
+    e_kind, e_pay, e_seq = ev["kind"], ev["payload"], ev["sequence"]
     declared: set[int] = set()
     # the args every event of one site and owner share, merged once per pair, not per event
     shared: dict[tuple[int, int], dict] = {}
-    is_range, index = canonical_order(capture)
-    for ranged, i in zip(is_range.tolist(), index.tolist()):
+    for ranged, i in canonical_order(capture):
         owner = r_owner[i] if ranged else e_owner[i]
         pid, tid = owner_sm[owner] + 1, owner + 1
         if owner not in declared:
@@ -243,18 +241,17 @@ def perfetto_trace_bytes(capture: Capture) -> bytes:
         descriptors.append(f_varint(TD_UUID, process_uuid(sm)) + f_bytes(TD_PROCESS, proc))
     # (timestamp, track order, per-track sequence, packet body)
     events: list[tuple[int, int, int, bytes]] = []
-    range_owner = rg["owner"]
     by_owner: dict[int, list[int]] = {}
-    for i, o in enumerate(range_owner.tolist()):
+    for i, o in enumerate(rg["owner"]):
         by_owner.setdefault(o, []).append(i)
-    point = np.flatnonzero(ev["kind"] >= abi.KIND_INSTANT).tolist()
+    e_owner, e_site, e_kind, e_ts, e_pay = ev["owner"], ev["site"], ev["kind"], ev["timestamp_ns"], ev["payload"]
     point_by_owner: dict[int, list[int]] = {}
-    for i in point:
-        point_by_owner.setdefault(int(ev["owner"][i]), []).append(i)
-    begin_ns = rg["begin_ns"].tolist()
-    end_ns = rg["end_ns"].tolist()
-    sites = rg["site"].tolist()
-    pay = rg["begin_payload"].tolist()
+    for i, k in enumerate(e_kind):
+        if k >= abi.KIND_INSTANT:
+            point_by_owner.setdefault(e_owner[i], []).append(i)
+    begin_ns, end_ns = rg["begin_ns"], rg["end_ns"]
+    sites = rg["site"]
+    pay = rg["begin_payload"]
     track_order = 0
     for owner in sorted(owner_sm):
         name = capture.manifest.owner_name(owner)
@@ -289,16 +286,15 @@ def perfetto_trace_bytes(capture: Capture) -> bytes:
             events.extend((ts, track_order, seq, body) for seq, (ts, body) in enumerate(emitted))
         counter_sites = set()
         for i in point_by_owner.get(owner, []):
-            site = int(ev["site"][i])
-            ts = int(ev["timestamp_ns"][i])
-            if ev["kind"][i] == abi.KIND_INSTANT:
+            site = e_site[i]
+            if e_kind[i] == abi.KIND_INSTANT:
                 body = (f_varint(TE_TYPE, INSTANT) + f_varint(TE_TRACK, lane_uuid(owner, 0))
-                        + f_string(TE_NAME, names[site]) + _annotation("payload", int(ev["payload"][i])))
+                        + f_string(TE_NAME, names[site]) + _annotation("payload", e_pay[i]))
             else:
                 counter_sites.add(site)
                 body = (f_varint(TE_TYPE, COUNTER) + f_varint(TE_TRACK, counter_uuid(owner, site))
-                        + f_varint(TE_COUNTER_VALUE, int(ev["payload"][i])))
-            events.append((ts, track_order + 1, int(i), body))
+                        + f_varint(TE_COUNTER_VALUE, e_pay[i]))
+            events.append((e_ts[i], track_order + 1, i, body))
         track_order += 1
         for site in sorted(counter_sites):
             descriptors.append(f_varint(TD_UUID, counter_uuid(owner, site))

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from console.formats.bounded_read import read_regular_file
 from console.formats.plainjson import atomic_write_bytes
@@ -114,8 +113,8 @@ def measurement_entry(path: str | os.PathLike, obj: dict, receipt_dir: Path) -> 
     """The receipt's ``measurement``: the file (relative to the receipt) and its hash, the
     medians and overhead recomputed from its runs, and what was measured."""
     runs = obj["runs"]
-    baseline_ms = float(np.median([float(r["latency_ms"]) for r in runs if r["variant"] == "baseline"]))
-    instrumented_ms = float(np.median([float(r["latency_ms"]) for r in runs if r["variant"] == "instrumented"]))
+    baseline_ms = statistics.median([float(r["latency_ms"]) for r in runs if r["variant"] == "baseline"])
+    instrumented_ms = statistics.median([float(r["latency_ms"]) for r in runs if r["variant"] == "instrumented"])
     variants = {}
     for name in ("baseline", "instrumented"):
         given = obj["variants"][name]

@@ -4,8 +4,9 @@ canonical events."""
 from __future__ import annotations
 
 import re
-
-import numpy as np
+import statistics
+from bisect import bisect_right
+from collections import Counter
 
 from . import abi
 from .decode import Capture
@@ -42,32 +43,39 @@ def interval_stats(capture: Capture, start_name: str, end_name: str, arrow: str 
         if name not in names:
             raise ValueError(f"interval names unknown site {name!r}")
     ev = capture.events
-    owner, site, kind = ev["owner"], ev["site"], ev["kind"]
-    ts = ev["timestamp_ns"].astype(np.int64)
+    owner, site, kind, ts = ev["owner"], ev["site"], ev["kind"], ev["timestamp_ns"]
+    start_site, end_site = names[start_name], names[end_name]
     # a range site opens at its END (->) or BEGIN (=>); an instant or counter at its one event
     not_opening = abi.KIND_BEGIN if arrow == "->" else abi.KIND_END
-    starts = np.flatnonzero((site == names[start_name]) & (kind != not_opening))
-    ends = np.flatnonzero((site == names[end_name]) & (kind != abi.KIND_END))
-    durations = np.zeros(0, np.int64)
-    if starts.size and ends.size:
+    starts = [i for i, (s, k) in enumerate(zip(site, kind)) if s == start_site and k != not_opening]
+    ends = [i for i, (s, k) in enumerate(zip(site, kind)) if s == end_site and k != abi.KIND_END]
+    durations = []
+    for s in starts:
         # canonical order is (owner, sequence): the next end-site begin after a start's position
-        pos = np.searchsorted(ends, starts, side="right")
-        ok = pos < ends.size
-        s, e = starts[ok], ends[pos[ok]]
-        ok = owner[e] == owner[s]
-        durations = ts[e[ok]] - ts[s[ok]]
+        pos = bisect_right(ends, s)
+        if pos < len(ends) and owner[ends[pos]] == owner[s]:
+            durations.append(ts[ends[pos]] - ts[s])
     result = {"name": f"{start_name} {arrow} {end_name}", "semantics": INTERVAL_FORMS[arrow],
-              "count": int(durations.size)}
-    if durations.size:
+              "count": len(durations)}
+    if durations:
         result.update(
-            total_ns=int(durations.sum()),
-            median_ns=float(np.median(durations)),
-            min_ns=int(durations.min()),
-            max_ns=int(durations.max()),
+            total_ns=sum(durations),
+            median_ns=float(statistics.median(durations)),
+            min_ns=min(durations),
+            max_ns=max(durations),
         )
     else:
         result.update(total_ns=0, median_ns=None, min_ns=None, max_ns=None)
     return result
+
+
+def _range_durations(capture: Capture) -> dict[int, list[int]]:
+    """Durations in ns of the closed ranges, per site id."""
+    rg = capture.ranges
+    out: dict[int, list[int]] = {}
+    for site, begin, end in zip(rg["site"], rg["begin_ns"], rg["end_ns"]):
+        out.setdefault(site, []).append(end - begin)
+    return out
 
 
 def summarize(capture: Capture) -> dict:
@@ -79,32 +87,23 @@ def summarize(capture: Capture) -> dict:
     rg = capture.ranges
     kind = ev["kind"]
     names = {s.site_id: s.name for s in capture.dictionary.sites}
-    points = kind >= abi.KIND_INSTANT
-    site_ids, counts = np.unique(np.concatenate([rg["site"], ev["site"][points]]), return_counts=True)
-    dur = (rg["end_ns"] - rg["begin_ns"]).astype(np.int64)
-    totals: dict[str, int] = {}
-    if dur.size:
-        r_sites, inverse = np.unique(rg["site"], return_inverse=True)
-        sums = np.bincount(inverse, weights=dur, minlength=r_sites.size)
-        # bincount works in float64: recompute exactly where the sum could lose integers
-        for i, s in enumerate(r_sites):
-            total = int(sums[i])
-            if total >= 2**52:
-                total = int(dur[rg["site"] == s].sum())
-            totals[names[int(s)]] = total
-    owner = ev["owner"]  # canonical order: owner, then sequence; an owner keeps its SM
-    firsts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1]))) if owner.size else owner
+    instants, counters = kind.count(abi.KIND_INSTANT), kind.count(abi.KIND_COUNTER)
+    per_site = Counter(rg["site"])
+    if instants or counters:
+        per_site.update(s for s, k in zip(ev["site"], kind) if k >= abi.KIND_INSTANT)
+    ranges = len(rg["site"])
     return {
         "schema": SUMMARY_SCHEMA,
         "committed_records": capture.committed_records,
-        "canonical_events": int(dur.size + points.sum()),
-        "ranges": int(dur.size),
-        "instants": int((kind == abi.KIND_INSTANT).sum()),
-        "counters": int((kind == abi.KIND_COUNTER).sum()),
-        "owners_observed": int(firsts.size),
-        "physical_sms": sorted(set(ev["sm"][firsts].tolist())),
-        "site_event_count": dict(sorted((names[int(s)], int(c)) for s, c in zip(site_ids, counts))),
-        "site_total_duration_ns": dict(sorted(totals.items())),
+        "canonical_events": ranges + instants + counters,
+        "ranges": ranges,
+        "instants": instants,
+        "counters": counters,
+        "owners_observed": len(set(ev["owner"])),
+        # an owner keeps its SM (decode checks it), so every record's SM is its owner's
+        "physical_sms": sorted(set(ev["sm"])),
+        "site_event_count": dict(sorted((names[s], c) for s, c in per_site.items())),
+        "site_total_duration_ns": dict(sorted((names[s], sum(d)) for s, d in _range_durations(capture).items())),
     }
 
 
@@ -112,12 +111,13 @@ def summary_extras(capture: Capture, intervals: list[str] | tuple[str, ...] = ()
     """What episcope states beyond AKA's summary (it goes in the receipt, which AKA reads past
     keys it does not know): the launch, the span of the capture and the named intervals."""
     ts = capture.events["timestamp_ns"]
+    first, last = min(ts), max(ts)
     return {
         "abi": f"{capture.header.abi_major}.{capture.header.abi_minor}",
         "launch_id": capture.header.launch_id,
-        "first_timestamp_ns": int(ts.min()),
-        "last_timestamp_ns": int(ts.max()),
-        "span_ns": int(ts.max() - ts.min()),
+        "first_timestamp_ns": first,
+        "last_timestamp_ns": last,
+        "span_ns": last - first,
         "intervals": [interval_stats(capture, *parse_interval_request(t)) for t in intervals],
     }
 
@@ -128,21 +128,21 @@ def site_statistics(capture: Capture) -> list[dict]:
     median, min, max; null for a site that closed no range). episcope's receipt states them
     under ``episcope.sites`` so a reader sees what the capture's sites did without decoding it;
     ``validate`` recomputes them from the raw buffer."""
-    rg = capture.ranges
-    durations = rg["end_ns"].astype(np.int64) - rg["begin_ns"].astype(np.int64)
+    durations = _range_durations(capture)
+    records = Counter(capture.events["site"])
     out = []
     for site in capture.dictionary.sites:
-        mine = durations[rg["site"] == site.site_id]
-        closed = bool(mine.size)
+        mine = durations.get(site.site_id, [])
+        closed = bool(mine)
         out.append({
             "site_id": site.site_id,
             "name": site.name,
             "kind": site.kind,
-            "records": int(np.count_nonzero(capture.events["site"] == site.site_id)),
-            "ranges": int(mine.size),
-            "total_ns": int(mine.sum()) if closed else None,
-            "median_ns": float(np.median(mine)) if closed else None,
-            "min_ns": int(mine.min()) if closed else None,
-            "max_ns": int(mine.max()) if closed else None,
+            "records": records[site.site_id],
+            "ranges": len(mine),
+            "total_ns": sum(mine) if closed else None,
+            "median_ns": float(statistics.median(mine)) if closed else None,
+            "min_ns": min(mine) if closed else None,
+            "max_ns": max(mine) if closed else None,
         })
     return out
