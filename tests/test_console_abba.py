@@ -189,3 +189,26 @@ async def test_verifications_are_newest_first_whatever_their_names_and_each_is_r
         heads = [m.groups() for m in map(re.compile(r"(\S+) \S+  ABBA (\S+)").match, text.splitlines()) if m]
         assert [[name, gate] for gate, name in heads] == [["8888", "PASS"], ["0f0f", "FAIL"], ["ffff", "ERROR"]]
         assert str(worktree / "verification_artifacts" / ".atrex_long_horizon_verify" / "ffff") in text
+
+
+def test_a_pass_its_own_runs_contradict_is_an_alert(tmp_path):
+    """The fixture's PASS stands on runs that give the candidate faster: no alert. The same
+    verdict over runs whose sides are swapped (the candidate now the slower) is an alert that
+    names the verification."""
+    campaign, worktree = build_episode(tmp_path / "ws")
+    state = Session(campaign).scan()
+    assert state.abba_comparisons[0].verdict.passed
+    assert not [a for a in state.alerts if a.code == "abba_verdict_contradicts_runs"]
+    result = worktree / "verification_artifacts" / ".atrex_long_horizon_verify" / "0f0f" / "result.json"
+    verdict = json.loads(result.read_text())
+    swap = {"incumbent": "candidate", "candidate": "incumbent"}
+    for run in verdict["runs"]:
+        run["revision"] = swap[run["revision"]]
+    result.write_text(json.dumps(verdict))
+    state = Session(campaign).scan()
+    comparison = state.abba_comparisons[0]
+    assert comparison.verdict.passed and comparison.candidate_geomean_us > comparison.incumbent_geomean_us
+    alerts = [a for a in state.alerts if a.code == "abba_verdict_contradicts_runs"]
+    assert len(alerts) == 1 and alerts[0].severity == "error" and alerts[0].path.endswith("0f0f")
+    assert "PASS" in alerts[0].message and "100.50" in alerts[0].message
+    assert any(a["code"] == "abba_verdict_contradicts_runs" for a in status_document(state)["alerts"])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from console.formats.job_record import MAX_SANDBOX_JOBS
 
+from .numbers import bounded
 from .phase_timing import INVALID_MARKER
 from .state import Alert, EpisodeState
 
@@ -67,6 +68,7 @@ def evaluate_guards(state: EpisodeState) -> tuple[Alert, ...]:
     _profile_guards(state, alerts)
     _timeline_guards(state, alerts)
     _sandbox_guards(state, alerts)
+    _abba_guards(state, alerts)
     _phase_guards(state, alerts)
     return tuple(alerts)
 
@@ -171,6 +173,23 @@ def _sandbox_guards(state: EpisodeState, alerts: list[Alert]) -> None:
         alerts.append(
             Alert("sandbox_concurrency", "error", f"{worst} sandbox jobs running at once (limit {MAX_SANDBOX_JOBS})", None)
         )
+
+
+def _abba_guards(state: EpisodeState, alerts: list[Alert]) -> None:
+    """A PASS is scored from its own runs (FORMATS §7: each side is the geometric mean of its
+    valid runs, and PASS needs an improvement above a minimum of at least 0): a PASS whose
+    runs give the candidate no faster than the incumbent would promote a kernel that is not.
+    A verification with no valid run on a side cannot tell."""
+    for comparison in state.abba_comparisons:
+        verdict = comparison.verdict
+        incumbent, candidate = comparison.incumbent_geomean_us, comparison.candidate_geomean_us
+        if verdict is None or not verdict.passed or incumbent is None or candidate is None:
+            continue
+        if candidate >= incumbent:
+            alerts.append(Alert(
+                "abba_verdict_contradicts_runs", "error",
+                f"ABBA says PASS, but its valid runs give the candidate {bounded(candidate, '.2f')} us against "
+                f"the incumbent's {bounded(incumbent, '.2f')} us (geometric means)", comparison.directory))
 
 
 def _phase_guards(state: EpisodeState, alerts: list[Alert]) -> None:
