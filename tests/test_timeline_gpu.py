@@ -7,7 +7,6 @@ the CPU tests' fixtures).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -167,7 +166,7 @@ def test_each_checked_header_field_rejects_the_launch(cuda, field):
     man = manifest(46, 48)
     _, adapter = cuda
     buf = adapter.TimelineBuffer(man)
-    buf.header = dataclasses.replace(buf.header, **BAD_HEADER_FIELDS[field])
+    buf.header = buf.header._replace(**BAD_HEADER_FIELDS[field])
     buf.reset()
     raw = _launch(cuda, man, buf=buf).raw()
     assert abi.Header.unpack(raw).status == abi.STATUS_BAD_HEADER
@@ -178,7 +177,7 @@ def test_owner_count_that_is_not_a_multiple_of_the_grid_sets_bad_owner(cuda):
     man = manifest(47, 48)
     _, adapter = cuda
     buf = adapter.TimelineBuffer(man)
-    buf.header = dataclasses.replace(buf.header, owner_count=17, capacity=17 * 48)
+    buf.header = buf.header._replace(owner_count=17, capacity=17 * 48)
     buf.reset()
     raw = _launch(cuda, man, buf=buf).raw()
     assert abi.Header.unpack(raw).status == abi.STATUS_BAD_OWNER

@@ -6,7 +6,7 @@ Buffer = 64-byte header + capacity x 16-byte records + owner_count x 8-byte clai
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = 0x31544C5845525441  # b"ATREXLT1" read as a little-endian u64
 ABI_MAJOR = 1
@@ -43,6 +43,7 @@ SM_MASK = 0x3FF
 FLAGS_SHIFT = 28
 FLAGS_MASK = 0x7
 COMMITTED = 1 << 31
+MAX_RAW_BYTES = 1 << 30  # a raw buffer larger than this is not a capture episcope wrote
 
 
 def status_names(status: int) -> list[str]:
@@ -62,8 +63,7 @@ def buffer_bytes(owner_count: int, records_per_owner: int) -> int:
     return HEADER_BYTES + owner_count * records_per_owner * RECORD_BYTES + owner_count * CLAIM_BYTES
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
+class Header(NamedTuple):
     magic: int
     abi_major: int
     abi_minor: int

@@ -26,8 +26,6 @@ from . import abi
 from .decode import Capture, CaptureRejected, decode
 from .manifest import SpecError, parse_dictionary, parse_manifest
 
-MAX_RAW_BYTES = 1 << 30  # a raw buffer larger than this is not a capture episcope wrote
-
 
 class TimelineLoadError(Exception):
     """The receipt or its capture cannot be shown (the message lists every problem)."""
@@ -87,7 +85,7 @@ def _load(receipt_path: Path) -> tuple[dict, Capture]:
         return base / value
 
     try:
-        raw = read_regular_file(named("raw"), MAX_RAW_BYTES)
+        raw = read_regular_file(named("raw"), abi.MAX_RAW_BYTES)
         manifest = parse_manifest(json.loads(read_regular_file(named("manifest"))))
         dictionary = parse_dictionary(json.loads(read_regular_file(named("event_dictionary"))))
     except (OSError, ValueError, FormatError, SpecError) as exc:

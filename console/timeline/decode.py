@@ -17,8 +17,8 @@ raw file.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from itertools import chain, repeat
+from typing import NamedTuple
 
 from . import abi
 from .manifest import Dictionary, Manifest
@@ -38,8 +38,7 @@ if sys.byteorder != "little":  # pragma: no cover - no big-endian CUDA host exis
     raise ImportError("the timeline decoder reads little-endian buffers on little-endian hosts only")
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(NamedTuple):
     code: str
     message: str
     count: int = 1
@@ -67,8 +66,7 @@ class CaptureRejected(ValueError):
         return {p.code for p in self.problems}
 
 
-@dataclass(slots=True)
-class Capture:
+class Capture(NamedTuple):
     """A capture that passed every check.
 
     ``events`` holds one list per field in canonical order (owner, then sequence);
@@ -82,7 +80,6 @@ class Capture:
     events: dict[str, list[int]]
     ranges: dict[str, list[int]]
     committed_records: int = 0
-    extra: dict = field(default_factory=dict)
 
     @property
     def event_count(self) -> int:
@@ -162,8 +159,7 @@ def _columns(records: memoryview) -> dict[str, list[int]]:
     }
 
 
-@dataclass(slots=True)
-class _Records:
+class _Records(NamedTuple):
     """The committed records in canonical order, one list per field (``columns``), and where
     each owner's records lie in them (``spans``: (owner, first position, end position) per owner
     with records)."""

@@ -29,8 +29,8 @@ import numpy as np
 from console.formats.bounded_read import read_regular_file
 from console.formats.plainjson import atomic_write_bytes
 
+from . import abi
 from . import iket_artifacts as artifacts
-from .capture_view import MAX_RAW_BYTES
 from .decode import Capture, CaptureRejected, decode
 from .encode import encode
 from .files import json_bytes, sha256_file
@@ -425,7 +425,7 @@ def validate_iket(receipt: dict, base: Path, files: dict[str, Path]) -> tuple[li
         return [], None
     manifest, index, dictionary, summary = (_json_or_none(files[n])
                                             for n in ("manifest", "raw", "event_dictionary", "summary"))
-    trace_obj = _gunzip_json(files["trace"], MAX_RAW_BYTES)
+    trace_obj = _gunzip_json(files["trace"], abi.MAX_RAW_BYTES)
     reasons = []
     if not isinstance(manifest, dict) or manifest.get("schema") != artifacts.IKET_MANIFEST_SCHEMA:
         reasons.append(f"IKeT manifest schema is not {artifacts.IKET_MANIFEST_SCHEMA}")
@@ -493,7 +493,7 @@ def _check_normalization(receipt, source, base, files, dictionary, trace_obj, su
         _, trace, key, selected, _, launches = select_launch(traces, source.get("kernel_regex", ""),
                                                              source.get("launch"))
         manifest_obj, events, canonical = normalize(trace, key, selected, sites_obj)
-        raw = read_regular_file(paths["raw"], MAX_RAW_BYTES)
+        raw = read_regular_file(paths["raw"], abi.MAX_RAW_BYTES)
     except (IketExportError, OSError, ValueError) as exc:  # FormatError: no longer a bounded regular file
         return reasons + [f"iket trace no longer normalizes: {exc}"], None
     if trace_obj != artifacts.trace(canonical):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 MANIFEST_SCHEMA = "atrex-autonomous-timeline-manifest/v1"
 # An ATREXLT1 buffer is a CUDA capture (AKA's decoder refuses any other backend). A buffer
@@ -22,8 +22,7 @@ class SpecError(ValueError):
         self.errors = errors
 
 
-@dataclass(frozen=True, slots=True)
-class Writer:
+class Writer(NamedTuple):
     ordinal: int
     label: str
     thread: int
@@ -32,8 +31,7 @@ class Writer:
     group: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Manifest:
+class Manifest(NamedTuple):
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     launch_id: int
@@ -58,16 +56,14 @@ class Manifest:
         return f"cta({x},{y},{z})/{self.writers[ordinal].label}"
 
 
-@dataclass(frozen=True, slots=True)
-class Site:
+class Site(NamedTuple):
     site_id: int
     name: str
     kind: str
     raw: dict
 
 
-@dataclass(frozen=True, slots=True)
-class Dictionary:
+class Dictionary(NamedTuple):
     sites: tuple[Site, ...]
     raw: dict
 

@@ -15,15 +15,14 @@ import json
 import math
 import os
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from console.formats.bounded_read import read_regular_file
 from console.formats.plainjson import atomic_write_bytes
 from console.formats.problems import FormatError
 
-from . import export
-from .capture_view import MAX_RAW_BYTES
+from . import abi, export
 from .decode import Capture, decode
 from .files import json_bytes, sha256_file
 from .manifest import load_json, parse_dictionary, parse_manifest
@@ -201,8 +200,7 @@ def integrity_facts(capture: Capture) -> dict:
             "owner_count": header.owner_count, "records_per_owner": header.records_per_owner}
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """What a receipt states about correctness, measurement and class, checked against its inputs."""
 
     correctness: str
@@ -289,7 +287,7 @@ def episcope_facts(*, correctness: str | None, correctness_evidence: str | None,
 
 def read_raw(raw: str) -> bytes:
     try:
-        return read_regular_file(raw, MAX_RAW_BYTES)
+        return read_regular_file(raw, abi.MAX_RAW_BYTES)
     except FormatError as exc:  # swapped for a FIFO or device since it was checked
         raise ReceiptError([f"raw {raw}: {exc}"]) from None
 

@@ -29,10 +29,19 @@ def _argv(text: str) -> list[str]:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+VERBS = ("capture", "decode", "export-iket", "profile-iket", "export", "validate", "measure", "capture-iket")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``only``, that verb's subcommand alone (argparse takes about a
+    millisecond per subcommand, a tenth of a whole ``decode`` on a small capture)."""
     parser = argparse.ArgumentParser(prog="timeline", description="Intra-kernel timeline tools (ATREXLT1).")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for verb in ("capture", "decode"):
+
+    def wanted(verb: str) -> bool:
+        return only is None or verb == only
+
+    for verb in filter(wanted, ("capture", "decode")):
         p = sub.add_parser(verb, help="decode a raw buffer; write trace, summary and receipt")
         p.add_argument("--raw", required=True)
         p.add_argument("--manifest", required=True)
@@ -51,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="named interval from canonical events (repeatable): 'A -> B' from each end of A "
                        "to the next begin of B, 'A => B' from each begin of A to the next begin of B")
         p.add_argument("--output-dir", required=True)
-    for verb in ("export-iket", "profile-iket"):
+    for verb in filter(wanted, ("export-iket", "profile-iket")):
         helps = {"export-iket": "normalize one capture-iket run into the canonical trace, summary and receipt",
                  "profile-iket": "capture-iket then export-iket in one go"}
         p = sub.add_parser(verb, help=helps[verb])
@@ -79,38 +88,42 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--output-dir", required=True)
         if verb == "profile-iket":
             p.add_argument("workload", nargs=argparse.REMAINDER, help="-- command ...")
-    p = sub.add_parser("export", help="write Chrome JSON and Perfetto protobuf traces")
-    p.add_argument("--receipt", help="take raw/manifest/dictionary from this receipt")
-    p.add_argument("--raw")
-    p.add_argument("--manifest")
-    p.add_argument("--dictionary")
-    p.add_argument("--output-dir", required=True)
-    p = sub.add_parser("validate", help="re-hash, re-decode and re-classify a receipt")
-    p.add_argument("receipt")
-    p = sub.add_parser("measure", help="ABBA/BAAB overhead of instrumented vs baseline, fresh processes")
-    p.add_argument("--baseline-command", required=True, help="JSON argv")
-    p.add_argument("--instrumented-command", required=True, help="JSON argv")
-    p.add_argument("--baseline-source", required=True)
-    p.add_argument("--instrumented-source", required=True)
-    p.add_argument("--baseline-binary")
-    p.add_argument("--instrumented-binary")
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=100)
-    p.add_argument("--min-blocks", type=int, default=2)
-    p.add_argument("--max-blocks", type=int, default=2)
-    p.add_argument("--ci-width", type=float, help="stop once the 95%% interval is narrower (percentage points)")
-    p.add_argument("--target-percent", type=float, default=10.0)
-    p.add_argument("--order", action="append", choices=("ABBA", "BAAB"),
-                   help="fixed blocks in this order (repeatable; equally many ABBA and BAAB), instead of adaptive ones")
-    p.add_argument("--workload-identity")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
-    p.add_argument("--output", required=True)
-    p = sub.add_parser("capture-iket", help="run a command under run-iket profile --keep --postprocess all")
-    p.add_argument("--output-dir", required=True, help="a fresh attempt-NNN directory is made inside")
-    p.add_argument("--run-iket", help="profiler executable (default: run-iket on PATH)")
-    p.add_argument("--profile-arg", action="append", default=[], help="extra run-iket profile flag (repeatable)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole profile")
-    p.add_argument("workload", nargs=argparse.REMAINDER, help="-- command ...")
+    if wanted("export"):
+        p = sub.add_parser("export", help="write Chrome JSON and Perfetto protobuf traces")
+        p.add_argument("--receipt", help="take raw/manifest/dictionary from this receipt")
+        p.add_argument("--raw")
+        p.add_argument("--manifest")
+        p.add_argument("--dictionary")
+        p.add_argument("--output-dir", required=True)
+    if wanted("validate"):
+        p = sub.add_parser("validate", help="re-hash, re-decode and re-classify a receipt")
+        p.add_argument("receipt")
+    if wanted("measure"):
+        p = sub.add_parser("measure", help="ABBA/BAAB overhead of instrumented vs baseline, fresh processes")
+        p.add_argument("--baseline-command", required=True, help="JSON argv")
+        p.add_argument("--instrumented-command", required=True, help="JSON argv")
+        p.add_argument("--baseline-source", required=True)
+        p.add_argument("--instrumented-source", required=True)
+        p.add_argument("--baseline-binary")
+        p.add_argument("--instrumented-binary")
+        p.add_argument("--warmup", type=int, default=10)
+        p.add_argument("--iterations", type=int, default=100)
+        p.add_argument("--min-blocks", type=int, default=2)
+        p.add_argument("--max-blocks", type=int, default=2)
+        p.add_argument("--ci-width", type=float, help="stop once the 95%% interval is narrower (percentage points)")
+        p.add_argument("--target-percent", type=float, default=10.0)
+        p.add_argument("--order", action="append", choices=("ABBA", "BAAB"),
+                       help="fixed blocks in this order (repeatable; equally many ABBA and BAAB), instead of adaptive ones")
+        p.add_argument("--workload-identity")
+        p.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+        p.add_argument("--output", required=True)
+    if wanted("capture-iket"):
+        p = sub.add_parser("capture-iket", help="run a command under run-iket profile --keep --postprocess all")
+        p.add_argument("--output-dir", required=True, help="a fresh attempt-NNN directory is made inside")
+        p.add_argument("--run-iket", help="profiler executable (default: run-iket on PATH)")
+        p.add_argument("--profile-arg", action="append", default=[], help="extra run-iket profile flag (repeatable)")
+        p.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole profile")
+        p.add_argument("workload", nargs=argparse.REMAINDER, help="-- command ...")
     return parser
 
 
@@ -281,7 +294,8 @@ def run_profile_iket(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser(given[0] if given and given[0] in VERBS else None).parse_args(given)
     handlers = {"capture": run_capture, "decode": run_capture, "export": run_export,
                 "validate": run_validate, "measure": run_measure,
                 "capture-iket": run_capture_iket, "export-iket": run_export_iket,

@@ -16,11 +16,9 @@ import math
 import zlib
 from pathlib import Path
 
-from . import export
-from .capture_view import MAX_RAW_BYTES
+from . import abi, export
 from .decode import Capture, CaptureRejected
 from .files import sha256_file
-from .iket import validate_iket
 from .manifest import SpecError, load_json
 from .receipt import (
     CORRECTNESS,
@@ -116,8 +114,8 @@ def _check_cuda(receipt: dict, files: dict[str, Path]) -> list[str]:
         return []
     try:
         raw = files["raw"].read_bytes()
-        if len(raw) > MAX_RAW_BYTES:
-            raise ValueError(f"raw buffer larger than {MAX_RAW_BYTES} bytes")
+        if len(raw) > abi.MAX_RAW_BYTES:
+            raise ValueError(f"raw buffer larger than {abi.MAX_RAW_BYTES} bytes")
         capture = decode_files(raw, load_json(files["manifest"]), load_json(files["event_dictionary"]))
     except CaptureRejected as exc:
         return [f"raw capture rejected: {exc}"]
@@ -129,6 +127,8 @@ def _check_cuda(receipt: dict, files: dict[str, Path]) -> list[str]:
 
 
 def _check_iket(receipt: dict, base: Path, files: dict[str, Path]) -> list[str]:
+    from .iket import validate_iket  # numpy: only an IKeT receipt needs it
+
     reasons, capture = validate_iket(receipt, base, files)
     return reasons + (_check_extras(capture, receipt) if capture is not None else [])
 
