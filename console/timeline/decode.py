@@ -17,7 +17,8 @@ raw file.
 from __future__ import annotations
 
 import sys
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 from . import abi
@@ -144,18 +145,20 @@ KIND_BYTE, FLAGS_BYTE = 14, 15
 KIND_OF_BYTE = bytes(b & 3 for b in range(256))
 FLAGS_OF_BYTE = bytes((b >> (abi.FLAGS_SHIFT - 24)) & abi.FLAGS_MASK for b in range(256))
 COMMITTED_OF_BYTE = bytes(b >> 7 for b in range(256))
+IS_RANGE_KIND = bytes(int(b <= abi.KIND_END) for b in range(256))  # 1 for a begin or end kind code
 
 
-def _columns(records: memoryview) -> dict[str, list[int]]:
+def _columns(records: bytes) -> dict[str, list[int]]:
     """One list per field of a run of whole records."""
-    words = records.cast("I")  # a record is 4 words: timestamp (2), payload, tag
+    view = memoryview(records)
+    words = view.cast("I")  # a record is 4 words: timestamp (2), payload, tag
     return {
-        "timestamp_ns": records.cast("Q")[0::2].tolist(),
+        "timestamp_ns": view.cast("Q")[0::2].tolist(),
         "payload": words[2::4].tolist(),
         "tag": words[3::4].tolist(),
-        "site": records.cast("H")[6::8].tolist(),  # the tag's low half
-        "kind": list(bytes(records[KIND_BYTE::abi.RECORD_BYTES]).translate(KIND_OF_BYTE)),
-        "flags": list(bytes(records[FLAGS_BYTE::abi.RECORD_BYTES]).translate(FLAGS_OF_BYTE)),
+        "site": view.cast("H")[6::8].tolist(),  # the tag's low half
+        "kind": list(records[KIND_BYTE::abi.RECORD_BYTES].translate(KIND_OF_BYTE)),
+        "flags": list(records[FLAGS_BYTE::abi.RECORD_BYTES].translate(FLAGS_OF_BYTE)),
     }
 
 
@@ -175,8 +178,8 @@ def _read_records(raw: memoryview, header: abi.Header, problems: list[Problem]) 
     """Gather the committed records; report stray bytes in empty slots and holes."""
     owners, rpo, cap = header.owner_count, header.records_per_owner, header.capacity
     size = abi.RECORD_BYTES
-    region = raw[abi.HEADER_BYTES:abi.HEADER_BYTES + cap * size]
-    committed = bytes(region[FLAGS_BYTE::size]).translate(COMMITTED_OF_BYTE)  # 1 or 0 per slot
+    region = raw[abi.HEADER_BYTES:abi.HEADER_BYTES + cap * size].tobytes()
+    committed = region[FLAGS_BYTE::size].translate(COMMITTED_OF_BYTE)  # 1 or 0 per slot
     if 0 not in committed:
         # every slot committed: no holes, no gather, owner boundaries every rpo records
         return _Records(None, list(chain.from_iterable(repeat(o, rpo) for o in range(owners))),
@@ -187,7 +190,7 @@ def _read_records(raw: memoryview, header: abi.Header, problems: list[Problem]) 
     slots: list[int] = []
     owner: list[int] = []
     sequence: list[int] = []
-    pieces: list[memoryview] = []  # the committed records, copied side by side below
+    pieces: list[bytes] = []  # the committed records, joined side by side below
     spans: list[tuple[int, int, int]] = []
     zeros = bytes(rpo * size)
 
@@ -207,19 +210,20 @@ def _read_records(raw: memoryview, header: abi.Header, problems: list[Problem]) 
                 # or stray write, and the capture is not trusted (AKA's decoder refuses it too).
                 stray += [s for s in range(base + n, base + rpo) if nonzero(s)]
             pieces.append(region[base * size:(base + n) * size])
+            sequence += range(n)
         else:
             holes.append(base + row.index(1, row.index(0)))
             stray += [s for s in range(base, base + rpo) if not committed[s] and nonzero(s)]
             taken = [s for s in range(base, base + rpo) if committed[s]]
             pieces += [region[s * size:(s + 1) * size] for s in taken]
+            sequence += [s - base for s in taken]
         if n:
             spans.append((o, len(owner), len(owner) + n))
             owner += [o] * n
-            sequence += [s - base for s in taken]
             slots += taken
     _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag", stray)
     _record_problem(problems, "hole", "committed record after an empty slot", holes)
-    return _Records(slots, owner, sequence, _columns(memoryview(b"".join(pieces))), spans)
+    return _Records(slots, owner, sequence, _columns(b"".join(pieces)), spans)
 
 
 def _check_claims(raw: memoryview, header: abi.Header, manifest: Manifest, with_records: set[int],
@@ -320,14 +324,14 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str
                 "begin_event": list(range(0, n, 2)), "end_event": list(range(1, n, 2))}
     # positions of the begin/end records, grouped by (owner, site): two stable sorts (by site,
     # then owner) keep each group's records in their own order
-    ridx = [i for i, k in enumerate(kind) if k <= abi.KIND_END]
+    ridx = list(compress(range(n), bytes(kind).translate(IS_RANGE_KIND)))
     ridx.sort(key=site.__getitem__)
     ridx.sort(key=owner.__getitem__)
-    r_owner, r_site = list(map(owner.__getitem__, ridx)), list(map(site.__getitem__, ridx))
+    r_owner, r_site = _take(owner, ridx), _take(site, ridx)
     if len(ridx) % 2 == 0:
         # Common case: inside each group begins and ends alternate (B E B E ...), no nesting;
         # then the pairing is positional.
-        r_kind = list(map(kind.__getitem__, ridx))
+        r_kind = _take(kind, ridx)
         pairs = len(ridx) // 2
         if r_kind[0::2].count(abi.KIND_BEGIN) == pairs and r_kind[1::2].count(abi.KIND_END) == pairs \
                 and r_owner[0::2] == r_owner[1::2] and r_site[0::2] == r_site[1::2]:
@@ -373,6 +377,14 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str
                    [r[0][1] for r in found], [r[1] for r in found])
 
 
+def _take(values: list[int], positions: list[int]) -> list[int]:
+    """``values[p]`` for every position, gathered in C by ``operator.itemgetter`` (a Python loop
+    or ``map`` calls back into the interpreter once per element)."""
+    if len(positions) < 2:  # itemgetter needs one position at least and returns one bare
+        return [values[p] for p in positions]
+    return list(itemgetter(*positions)(values))
+
+
 def _problem_at(problems: list[Problem], code: str, message: str, count: int, slots: list[int]) -> None:
     problems.append(Problem(code, message, count,
                             tuple(abi.HEADER_BYTES + abi.RECORD_BYTES * s for s in slots[:MAX_EXAMPLES])))
@@ -384,10 +396,10 @@ def _ranges(ts, payload, begins: list[int], ends: list[int], owner: list[int], s
     return {
         "owner": owner,
         "site": site,
-        "begin_ns": list(map(ts.__getitem__, begins)),
-        "end_ns": list(map(ts.__getitem__, ends)),
-        "begin_payload": list(map(payload.__getitem__, begins)),
-        "end_payload": list(map(payload.__getitem__, ends)),
+        "begin_ns": _take(ts, begins),
+        "end_ns": _take(ts, ends),
+        "begin_payload": _take(payload, begins),
+        "end_payload": _take(payload, ends),
         "depth": depth,
         "begin_event": begins,
         "end_event": ends,
