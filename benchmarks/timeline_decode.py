@@ -5,15 +5,22 @@ Sections (medians of repeats; "cpu" is the process's own CPU time, steadier than
 shared machine):
 
 - ``command``: ``timeline.py decode`` as a whole command on the real H200 capture ``capture_ok``
-  (774 records), episcope's and AKA's alternating. Goal: episcope no slower than AKA.
-- ``decode``: the decode alone, in this process, on ``capture_ok`` and on a synthetic capture
-  shaped like the overhead sweep's (every warp of 2 CTAs per SM writes one begin/end pair per
-  main-loop iteration; 17 MB by default). For AKA: header, manifest, dictionary and
-  ``decode_records`` (which pairs ranges too). Goal: episcope at least 10x faster.
+  (774 records), episcope's and AKA's alternating. Goal: episcope no slower than AKA. Both are
+  standard-library programs (episcope's decode path imports no numpy). episcope's package is
+  byte-compiled first, as an installed package is; AKA's tool is one script, which Python
+  compiles on every run. ``reference`` times a bare interpreter and ``import numpy``.
+- ``decode``: the decode alone, in this process, exactly as the command runs it (manifest and
+  dictionary parsed, then ``decode``), on ``capture_ok`` and on a synthetic capture shaped like
+  the overhead sweep's (every warp of 2 CTAs per SM writes one begin/end pair per main-loop
+  iteration; 17 MB by default). For AKA: header, manifest, dictionary and ``decode_records``
+  (which pairs ranges too). Goal: episcope at least 10x faster.
 - ``chrome_export``: the gzipped Chrome JSON trace of the synthetic capture; AKA's is
   ``make_perfetto`` then ``write_gzip_json`` into a temporary directory.
 - ``struct_loop``: episcope's decode against a bare per-record ``struct.unpack`` loop that only
-  splits tags (no checks), the floor any per-record Python decoder stays above.
+  splits tags (no checks): what touching every record once in Python costs, which the
+  whole-column decode (every check included) stays near or below.
+
+numpy builds the synthetic capture here (``encode``); the decode it times does not use it.
 
 AKA's side needs a copy of AKA's ``skills/autonomous-gpu-kernel-timeline/scripts/timeline.py``
 passed by path (``--aka``); it is loaded from there, never from this repository. Without it
@@ -25,6 +32,7 @@ the AKA columns are null and ``aka_skipped`` says why. Prints JSON.
 from __future__ import annotations
 
 import argparse
+import compileall
 import hashlib
 import importlib.util
 import json
@@ -114,6 +122,8 @@ def command_runs(aka_path: str | None, repeats: int) -> dict:
     if aka_path:
         tools["aka"] = aka_path
     samples: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in tools}
+    # as installed: without this, PYTHONDONTWRITEBYTECODE=1 would recompile every module each run
+    compileall.compile_dir(ROOT / "console", quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
             for name, script in tools.items():
@@ -186,7 +196,7 @@ def main() -> int:
     small = ((FIXTURES / "capture_ok.bin").read_bytes(), load_json(FIXTURES / "capture_ok.manifest.json"),
              load_json(FIXTURES / "fixture.events.json"))
     big = synthetic(args.ctas, args.records_per_owner)
-    capture = ours_decode(*big)  # also warms numpy's first-call costs
+    capture = ours_decode(*big)
     records = capture.committed_records
     ours_decode(*small)
 
@@ -216,7 +226,7 @@ def main() -> int:
             "capture_ok": {"records": 774, "buffer_bytes": len(small[0]), **decode_small},
             "synthetic": {"records": records, "buffer_bytes": len(big[0]), **decode_big},
         },
-        "chrome_export": {"synthetic": {"events": int(capture.ranges["owner"].size), **side_by_side(export_ours,
+        "chrome_export": {"synthetic": {"events": len(capture.ranges["owner"]), **side_by_side(export_ours,
                                                                                                      export_aka)}},
         "struct_loop": {"synthetic": {"loop": loop, "episcope_decode": ours_big,
                                       "loop_over_decode_cpu": loop["cpu_seconds"] / ours_big["cpu_seconds"]}},

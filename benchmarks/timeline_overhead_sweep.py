@@ -327,7 +327,7 @@ def span_check(device: Device, degree: int, header: str, launches: int = 10) -> 
         w.relabel(1000 + n)
         ms = w.launch()
         cap = decode(w.buf.raw(), parse_manifest(w.manifest), parse_dictionary(DICTIONARY))
-        ev = cap.events
+        ev = {key: np.asarray(column) for key, column in cap.events.items()}  # the columns are lists
         ts = ev["timestamp_ns"]
         loop = ts[ev["site"] == 1]
         span_ns = int(ts.max() - ts.min())
