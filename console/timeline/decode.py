@@ -4,10 +4,11 @@ standard library alone.
 The ``timeline.py decode`` command must start as fast as AKA's standard-library tool, and
 importing numpy alone costs about as long as AKA's whole command; so nothing on that path
 imports it. Speed comes from whole-column work done by the interpreter's C code instead: the
-record region is read as strided ``memoryview`` columns (``.tolist()``), and the checks of the
-common cases compare whole lists (``min``, ``set``, ``sorted``, list equality, ``count``). A
-Python loop over single records runs only for rare shapes (holes, nested or interleaved ranges)
-and to locate the offending records once a check has failed.
+record region is read as strided ``memoryview`` columns (``.tolist()``, ``bytes.translate``),
+and the checks of the common cases compare whole lists (``min``, ``set``, ``sorted``, list
+equality, ``count``); begin/end records are grouped by stable sorts and gathered with
+``operator.itemgetter``. A Python loop over single records runs only for rare shapes (holes,
+nested or unbalanced ranges) and to locate the offending records once a check has failed.
 
 Every rejection is a :class:`Problem` with a stable ``code`` (what tests and tools match on),
 a count, and the byte offsets of the first offending records so a person can find them in the
@@ -311,8 +312,9 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
 def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str, list[int]]:
     """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins.
 
-    Ranges come out grouped by (owner, site) in record order, except when every record is a
-    range and each begin is directly followed by its end: then in record order.
+    Ranges come out grouped by (owner, site), then by nesting depth, in record order; except
+    when every record is a range and each begin is directly followed by its end: then in record
+    order.
     """
     n = len(kind)
     half = n // 2
