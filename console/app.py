@@ -77,9 +77,6 @@ BACKLOG_MESSAGES = 20  # the follower reads no further while the app has this ma
 TICK_SECONDS = 1.0  # the running phase grows this often without new events
 REPLAY_SECONDS = 0.1
 GPU_SAMPLE_SECONDS = 2.0  # an NVML pass can block for tens of milliseconds on a busy driver
-# The start-up scan runs on the app's loop and lets it handle keys and frames this often: a
-# small episode's whole scan fits in one slice, a long one stays answerable to keys.
-SCAN_SLICE_SECONDS = 0.1
 REPLAY_ACTIONS = frozenset({"toggle_play", "speed", "step", "jump", "seek_end"})
 NO_EPISODES = "no episode in this campaign yet"
 
@@ -169,7 +166,7 @@ class EpiscopeApp(App):
                  readonly_reason: str | None = None, launcher: JobLauncher | None = None, gpu_sampler=None, sample_gpu: bool = True, recorder=None,
                  clock: Callable[[], float] | None = time.time) -> None:
         """Live on an open ``session``, or on ``workspace``, whose session ``open_session()``
-        opens after the first frame (before the scan); in replay on ``replay``; or
+        opens after the first frame (in the scan's thread); in replay on ``replay``; or
         showing a fixed ``state``. ``clock`` None: a frozen record (an archive), whose "now"
         is its newest event (``_now``)."""
         super().__init__()
@@ -198,7 +195,7 @@ class EpiscopeApp(App):
         self._shown: EpisodeState | None = None
         self._stop = threading.Event()  # also read by the watcher's own thread
         self._session_changed = False
-        self.scanned = False  # the start-up scans fold the session until this is set
+        self.scanned = False  # the scan's thread folds the session until this is set
         self._held_sites: list[TimelineScreen.SitesDecoded] = []  # decoded before the scan was in
         self._draw_timer: Timer | None = None
         self._drawn_at = 0.0
@@ -245,15 +242,15 @@ class EpiscopeApp(App):
         self.draw_pending()
         self._focus_pending = not self._give_first_focus()
         # The rest waits for the first frame (_on_dashboard_shown): checking the keymap's ids
-        # imports every screen (the timeline's brings numpy), and the scan and the GPU
-        # sampler would compete with the first paint for the interpreter
+        # imports every screen (the timeline's brings numpy), and the scan's thread and the
+        # GPU sampler would compete with the first paint for the interpreter
         # (benchmarks/console_first_paint.py).
 
     def _on_dashboard_shown(self) -> None:
         """Start following the workspace as the first frame goes out: the follower is a
-        worker, whose scan starts once the app's loop is free, i.e. after that frame and the
-        start-up resizes, not after the frames those bring (``call_after_refresh`` waited
-        for them too, about 40 ms of an 80x24 start)."""
+        worker, whose scan thread starts once the app's loop is free, i.e. after that frame
+        and the start-up resizes, not after the frames those bring (``call_after_refresh``
+        waited for them too, about 40 ms of an 80x24 start)."""
         if self.watches_workspace():
             self.follow_session()
         self.call_after_refresh(self._load_keymap)
@@ -278,9 +275,10 @@ class EpiscopeApp(App):
 
     @work(exclusive=True, exit_on_error=False, group="follow")
     async def follow_session(self) -> None:
-        """Scan, draw what it found, then follow the workspace on the app's loop. While the
-        app is behind on its messages the follower reads no further: the files keep the
-        events, and the next batch brings them all.
+        """Scan (in a thread: a long episode takes a moment), draw what it found, then follow
+        the workspace on the app's loop. While the app is behind on its messages the
+        follower reads no further: the files keep the events, and the next batch brings
+        them all.
 
         What the shown workspace's files say is drawn first: the git facts (GitPython's
         import alone is about as long as reading the files) and the campaign's other
@@ -289,11 +287,7 @@ class EpiscopeApp(App):
         following and GPU sampling start: the file watcher (watchfiles and its async
         backend) costs about as much to load as a frame, and pynvml up to 200 ms."""
         try:
-            # Textual may start a worker eagerly, inside the call that made it (on_show, as the
-            # first frame is being laid out): step out once, so that frame goes out before the
-            # scan holds the loop.
-            await asyncio.sleep(0)
-            session = await self._scan()
+            session = await asyncio.to_thread(self._scan)
             self._session_changed = True
             self.draw_pending()
             drawn = asyncio.Event()
@@ -314,21 +308,12 @@ class EpiscopeApp(App):
         except Exception as exc:  # the console stays up, and says it no longer follows
             self.notify(f"stopped following the workspace: {exc}", severity="error", timeout=30, markup=False)
 
-    async def _scan(self) -> Session:
+    def _scan(self) -> Session:
         """The session's cold scan of the files, opening the session first when the console
-        was given only its workspace.
-
-        On the app's loop, a step (a file, a read chunk) at a time, handing the loop back
-        every SCAN_SLICE_SECONDS: a small episode is read at once, so its data comes with
-        the frames that follow the first one (a thread would share the interpreter with
-        those frames, and they would go first); a long episode still lets keys through."""
+        was given only its workspace (runs in a thread)."""
         if self.session is None:
             self.session = self.open_session()
-        slice_ends = time.monotonic() + SCAN_SLICE_SECONDS
-        for _ in self.session.scan_steps(git=False, shown_only=True):
-            if time.monotonic() > slice_ends:
-                await asyncio.sleep(0)
-                slice_ends = time.monotonic() + SCAN_SLICE_SECONDS
+        self.session.scan(git=False, shown_only=True)
         return self.session
 
     def on_episcope_app_episode_changed(self, message: EpisodeChanged) -> None:
@@ -383,7 +368,7 @@ class EpiscopeApp(App):
         """Per-site statistics the timeline screen decoded from a capture whose receipt states
         none: folded into the state like a GPU reading (recorded and replayed); the screen's
         table draws them from the next state. While the start-up scan still folds the session
-        they wait for it (``_fold_held_sites``). A replay or a fixed state has no
+        in its thread they wait for it (``_fold_held_sites``). A replay or a fixed state has no
         session to fold them into: the screen says so (``sites_not_decoded``)."""
         if not self.watches_workspace():
             return

@@ -196,11 +196,8 @@ class Ingest:
         if git:
             yield self._git_events(force=True)
 
-    def scan_steps(self, reducer: Reducer, *, git: bool = True, final: bool = False,
-                   shown_only: bool = False) -> Iterator[None]:
-        """The cold scan folded straight into ``reducer``, one step (a file, or one read
-        chunk of a line file) per ``next``: the caller decides when to go on, so a console
-        can scan on its own loop and still answer keys during a long episode.
+    def scan_into(self, reducer: Reducer, *, git: bool = True, final: bool = False, shown_only: bool = False) -> None:
+        """The cold scan folded straight into ``reducer`` (what ``status`` needs).
 
         Telemetry is decoded a chunk at a time into ``TelemetryRecord``s and
         handed over without Event objects; a read chunk with a bad line, and every other
@@ -216,18 +213,14 @@ class Ingest:
                         reducer.feed(_line_events(artifact, path, base, lines, tailer.mtime, tailer.unterminated))
                     else:
                         reducer.fold_telemetry(path, records)
-                    yield
                 reducer.feed(self._read_failure(artifact, path, failed_before))
             elif artifact.layout == "lines":
                 for batch in self.read_lines_batched(artifact, path, final=final):
                     reducer.feed(batch)
-                    yield
             else:
                 reducer.feed(self._read(artifact, path))
-                yield
         if git:
             reducer.feed(self._git_events(force=True))
-            yield
 
     def refresh(self, changed: Iterable[str] | None = None) -> list[Event]:
         """Events for what changed: the given paths, or (None) a full re-check."""

@@ -65,18 +65,12 @@ class Session:
         episode's). ``final``: nothing will follow this scan (``status``): a line file's
         last line counts even without its newline (``Ingest.scan_batches``); a session that
         goes on to follow leaves it to its writer."""
-        for _ in self.scan_steps(git=git, final=final, shown_only=shown_only):
-            pass
-        return self.state
-
-    def scan_steps(self, *, git: bool = True, final: bool = False, shown_only: bool = False) -> Iterator[None]:
-        """``scan`` one step (a file, or one read chunk of a line file) per ``next``."""
         if self.on_event is None:
-            yield from self.ingest.scan_steps(self.reducer, git=git, final=final, shown_only=shown_only)
+            self.ingest.scan_into(self.reducer, git=git, final=final, shown_only=shown_only)
         else:
             for batch in self.ingest.scan_batches(git=git, final=final, shown_only=shown_only):
                 self._feed(batch)
-                yield
+        return self.state
 
     def scan_events(self, *, final: bool = False) -> Iterator[Event]:
         """The cold scan as events, folded on the way through (``final`` as for ``scan``)."""
