@@ -247,10 +247,12 @@ class EpiscopeApp(App):
         # (benchmarks/console_first_paint.py).
 
     def _on_dashboard_shown(self) -> None:
-        """Start following the workspace as the first frame goes out: the follower is a
-        worker, whose scan thread starts once the app's loop is free, i.e. after that frame
-        and the start-up resizes, not after the frames those bring (``call_after_refresh``
-        waited for them too, about 40 ms of an 80x24 start)."""
+        """Start following the workspace as the first frame goes out. The follower is a
+        worker; where Textual starts workers eagerly (Python 3.12 and later) its scan thread
+        starts within this call, and runs beside that frame's layout. Waiting for the frame
+        first (``call_after_refresh`` waits for the start-up resizes' frames too) or scanning
+        on the app's loop measured no sooner first data on the H200, and a later first paint
+        (benchmarks/console_first_paint.py)."""
         if self.watches_workspace():
             self.follow_session()
         self.call_after_refresh(self._load_keymap)
