@@ -291,7 +291,7 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     _record_problem(problems, "sm_change", "owner changes SM", slots_of(moved))
 
     payload = view.cast("I")[2::4].tolist()
-    ranges = _pair_ranges(rec.owner, site, kind, ts, payload, problems, slots_of)
+    ranges = _pair_ranges(rec.owner, bounds, site, kind, ts, payload, problems, slots_of)
     if not ts:
         problems.append(Problem("no_events", "the capture holds no committed record"))
     if problems:
@@ -309,7 +309,7 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     return Capture(header, manifest, dictionary, events, ranges, committed_records=len(ts))
 
 
-def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str, list[int]]:
+def _pair_ranges(owner, bounds, site, kind, ts, payload, problems, slots_of) -> dict[str, list[int]]:
     """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins.
 
     Ranges come out grouped by (owner, site), then by nesting depth, in record order; except
@@ -324,26 +324,31 @@ def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str
         return {"owner": owner[0::2], "site": site[0::2], "begin_ns": ts[0::2], "end_ns": ts[1::2],
                 "begin_payload": payload[0::2], "end_payload": payload[1::2], "depth": [0] * half,
                 "begin_event": list(range(0, n, 2)), "end_event": list(range(1, n, 2))}
-    # positions of the begin/end records, grouped by (owner, site): two stable sorts (by site,
-    # then owner) keep each group's records in their own order
-    ridx = list(compress(range(n), kind.translate(IS_RANGE_KIND)))
-    ridx.sort(key=site.__getitem__)
-    ridx.sort(key=owner.__getitem__)
+    # positions of the begin/end records, grouped by (owner, site), each group in record order:
+    # the records come owner by owner already, so each owner's are sorted (stably) by site alone
+    is_range = kind.translate(IS_RANGE_KIND)
+    ridx = list(compress(range(n), is_range))
+    per_owner = [is_range.count(1, first, end) for first, end in zip(bounds, bounds[1:])]
+    cuts = list(accumulate(per_owner, initial=0))
+    ridx = list(chain.from_iterable(sorted(ridx[first:end], key=site.__getitem__)
+                                    for first, end in zip(cuts, cuts[1:]) if first != end))
     pick = _picker(ridx)  # one gather of the range records, applied to each column it needs
-    r_owner, r_site = pick(owner), pick(site)
-    if len(ridx) % 2 == 0:
+    r_site = pick(site)
+    if not any(count % 2 for count in per_owner):
         # Common case: inside each group begins and ends alternate (B E B E ...), no nesting;
-        # then the pairing is positional.
+        # then the pairing is positional. (Every owner holding an even number of range records,
+        # no pair straddles two owners.)
         r_kind = pick(kind)
         pairs = len(ridx) // 2
         if r_kind[0::2].count(abi.KIND_BEGIN) == pairs and r_kind[1::2].count(abi.KIND_END) == pairs \
-                and r_owner[0::2] == r_owner[1::2] and r_site[0::2] == r_site[1::2]:
+                and r_site[0::2] == r_site[1::2]:
             r_ts, r_payload = pick(ts), pick(payload)
-            return {"owner": list(r_owner[0::2]), "site": list(r_site[0::2]), "begin_ns": list(r_ts[0::2]),
+            return {"owner": list(chain.from_iterable(repeat(o, count // 2) for o, count in enumerate(per_owner))),
+                    "site": list(r_site[0::2]), "begin_ns": list(r_ts[0::2]),
                     "end_ns": list(r_ts[1::2]), "begin_payload": list(r_payload[0::2]),
                     "end_payload": list(r_payload[1::2]), "depth": [0] * pairs, "begin_event": ridx[0::2],
                     "end_event": ridx[1::2]}
-    key = list(zip(r_owner, r_site))
+    key = list(zip(chain.from_iterable(map(repeat, range(len(per_owner)), per_owner)), r_site))
     # General case: a stack per (owner, site) group, walked record by record.
     orphan_count = open_count = 0
     orphan_first: list[int] = []  # per group with an orphan end: its first one
