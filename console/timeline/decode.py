@@ -5,9 +5,9 @@ The ``timeline.py decode`` command must start as fast as AKA's standard-library 
 importing numpy alone costs about as long as AKA's whole command; so nothing on that path
 imports it. Speed comes from whole-column work done by the interpreter's C code instead: the
 record region is read as strided ``memoryview`` columns (``.tolist()``, ``bytes.translate``),
-and the checks of the common cases compare whole lists (``min``, ``set``, ``sorted``, list
-equality, ``count``); begin/end records are grouped by stable sorts and gathered with
-``operator.itemgetter``. A Python loop over single records runs only for rare shapes (holes,
+and the checks of the common cases compare whole lists and byte strings (``sorted``, equality,
+``count``); begin/end records are grouped by a stable sort of each owner's by site and gathered
+with ``operator.itemgetter``. A Python loop over single records runs only for rare shapes (holes,
 nested or unbalanced ranges) and to locate the offending records once a check has failed.
 
 Every rejection is a :class:`Problem` with a stable ``code`` (what tests and tools match on),
