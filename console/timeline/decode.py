@@ -5,9 +5,9 @@ The ``timeline.py decode`` command must start as fast as AKA's standard-library 
 importing numpy alone costs about as long as AKA's whole command; so nothing on that path
 imports it. Speed comes from whole-column work done by the interpreter's C code instead: the
 record region is read as strided ``memoryview`` columns (``.tolist()``, ``bytes.translate``),
-and the checks of the common cases compare whole lists and byte strings (``sorted``, equality,
-``count``); begin/end records are grouped by a stable sort of each owner's by site and gathered
-with ``operator.itemgetter``. A Python loop over single records runs only for rare shapes (holes,
+and the checks of the common cases compare whole lists (``min``, ``set``, ``sorted``, list
+equality, ``count``); begin/end records are grouped by stable sorts and gathered with
+``operator.itemgetter``. A Python loop over single records runs only for rare shapes (holes,
 nested or unbalanced ranges) and to locate the offending records once a check has failed.
 
 Every rejection is a :class:`Problem` with a stable ``code`` (what tests and tools match on),
@@ -18,8 +18,7 @@ raw file.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from itertools import accumulate, chain, compress, repeat
+from itertools import chain, compress, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -140,33 +139,40 @@ def check_header(raw, manifest: Manifest) -> tuple[abi.Header | None, list[Probl
 
 
 # Fields of the tag that fill whole bytes of a record are read for every record at once with
-# ``bytes.translate``, which looks each byte up in a 256-entry table of answers in C. Byte 12
-# holds tag bits 0-7 (the site's low byte), byte 13 bits 8-15, byte 14 bits 16-23 (kind in
-# its bits 0-1, SM bits 0-5 in its bits 2-7), byte 15 bits 24-31 (SM bits 6-9 in its bits 0-3,
-# user flags in 4-6, committed in 7).
-SITE_LOW_BYTE, SITE_HIGH_BYTE, KIND_BYTE, FLAGS_BYTE = 12, 13, 14, 15
+# ``bytes.translate``, which looks each byte up in a 256-entry table of answers in C. Byte 14
+# holds tag bits 16-23 (kind in its bits 0-1); byte 15 tag bits 24-31 (user flags in its bits
+# 4-6, committed in bit 7).
+KIND_BYTE, FLAGS_BYTE = 14, 15
 KIND_OF_BYTE = bytes(b & 3 for b in range(256))
 FLAGS_OF_BYTE = bytes((b >> (abi.FLAGS_SHIFT - 24)) & abi.FLAGS_MASK for b in range(256))
 COMMITTED_OF_BYTE = bytes(b >> 7 for b in range(256))
 IS_RANGE_KIND = bytes(int(b <= abi.KIND_END) for b in range(256))  # 1 for a begin or end kind code
-SM_LOW_OF_BYTE = bytes(b >> 2 for b in range(256))  # from byte 14
-SM_HIGH_OF_BYTE = bytes(b & 0xF for b in range(256))  # from byte 15
-SM_LOW_BITS = 6
-# The declared site kind code each record kind needs (begin/end: range); a site of kind "any"
-# takes every record kind, so a dictionary with one is checked tag by tag instead.
-SITE_KIND_OF_KIND = bytes((1, 1, 2, 3)) + bytes(252)
-UNDECLARED = 255
+
+
+def _columns(records: bytes) -> dict[str, list[int]]:
+    """One list per field of a run of whole records."""
+    view = memoryview(records)
+    words = view.cast("I")  # a record is 4 words: timestamp (2), payload, tag
+    return {
+        "timestamp_ns": view.cast("Q")[0::2].tolist(),
+        "payload": words[2::4].tolist(),
+        "tag": words[3::4].tolist(),
+        "site": view.cast("H")[6::8].tolist(),  # the tag's low half
+        "kind": list(records[KIND_BYTE::abi.RECORD_BYTES].translate(KIND_OF_BYTE)),
+        "flags": list(records[FLAGS_BYTE::abi.RECORD_BYTES].translate(FLAGS_OF_BYTE)),
+    }
 
 
 class _Records(NamedTuple):
-    """The committed records in canonical order: how many each owner holds (``counts``), each
-    one's owner and sequence (its buffer slot is owner x records_per_owner + sequence), and the
-    records themselves side by side (``records``, 16 bytes each)."""
+    """The committed records in canonical order, one list per field (``columns``), and where
+    each owner's records lie in them (``spans``: (owner, first position, end position) per owner
+    with records)."""
 
-    counts: list[int]
+    slot: list[int] | None  # buffer slot of each record; None when every slot is committed (slot = position)
     owner: list[int]
     sequence: list[int]
-    records: bytes
+    columns: dict[str, list[int]]
+    spans: list[tuple[int, int, int]]
 
 
 def _read_records(raw: memoryview, header: abi.Header, problems: list[Problem]) -> _Records:
@@ -176,49 +182,66 @@ def _read_records(raw: memoryview, header: abi.Header, problems: list[Problem]) 
     region = raw[abi.HEADER_BYTES:abi.HEADER_BYTES + cap * size].tobytes()
     committed = region[FLAGS_BYTE::size].translate(COMMITTED_OF_BYTE)  # 1 or 0 per slot
     if 0 not in committed:
-        # every slot committed: no holes, no gather
-        return _Records([rpo] * owners, list(chain.from_iterable(repeat(o, rpo) for o in range(owners))),
-                        list(range(rpo)) * owners, region)
-    bases = range(0, cap, rpo)
-    counts = [committed.count(1, base, base + rpo) for base in bases]
-    filled = b"\1" * rpo + bytes(rpo)  # filled[rpo - n:2 * rpo - n]: n committed slots, then empty ones
-    if committed == b"".join([filled[rpo - n:2 * rpo - n] for n in counts]):
-        # the usual layout: each owner's committed records fill the start of its slots
-        sequence = list(chain.from_iterable(map(range, counts)))
-        records = b"".join([region[base * size:(base + n) * size] for base, n in zip(bases, counts)])
-        empty = b"".join([region[(base + n) * size:(base + rpo) * size] for base, n in zip(bases, counts)])
-        written = empty != bytes(len(empty))
-    else:
-        taken = list(compress(range(cap), committed))
-        sequence = [s % rpo for s in taken]
-        records = b"".join([region[s * size:(s + 1) * size] for s in taken])
-        written = True  # a rare layout: the empty slots are looked at one by one below
-    if written:
-        # A slot without the committed flag must be all zero: anything in it is a torn or stray
-        # write, and the capture is not trusted (AKA's decoder refuses it too).
-        stray = [s for s in range(cap) if not committed[s] and any(region[s * size:(s + 1) * size])]
-        _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag", stray)
-    holes = [committed.index(1, committed.index(0, base, base + n), base + rpo)
-             for base, n in zip(bases, counts) if 0 in committed[base:base + n]]
+        # every slot committed: no holes, no gather, owner boundaries every rpo records
+        return _Records(None, list(chain.from_iterable(repeat(o, rpo) for o in range(owners))),
+                        list(range(rpo)) * owners, _columns(region),
+                        [(o, o * rpo, (o + 1) * rpo) for o in range(owners)])
+    stray: list[int] = []
+    holes: list[int] = []
+    slots: list[int] = []
+    owner: list[int] = []
+    sequence: list[int] = []
+    pieces: list[bytes] = []  # the committed records, joined side by side below
+    spans: list[tuple[int, int, int]] = []
+    zeros = bytes(rpo * size)
+
+    def nonzero(slot: int) -> bool:
+        return any(region[slot * size:(slot + 1) * size])
+
+    for o in range(owners):
+        base = o * rpo
+        row = committed[base:base + rpo]
+        n = row.count(1)
+        taken: range | list[int]
+        if 0 not in row[:n]:
+            # the committed records fill the start of the owner's range: one piece
+            taken = range(base, base + n)
+            if region[(base + n) * size:(base + rpo) * size] != zeros[:(rpo - n) * size]:
+                # A slot without the committed flag must be all zero: anything in it is a torn
+                # or stray write, and the capture is not trusted (AKA's decoder refuses it too).
+                stray += [s for s in range(base + n, base + rpo) if nonzero(s)]
+            pieces.append(region[base * size:(base + n) * size])
+            sequence += range(n)
+        else:
+            holes.append(base + row.index(1, row.index(0)))
+            stray += [s for s in range(base, base + rpo) if not committed[s] and nonzero(s)]
+            taken = [s for s in range(base, base + rpo) if committed[s]]
+            pieces += [region[s * size:(s + 1) * size] for s in taken]
+            sequence += [s - base for s in taken]
+        if n:
+            spans.append((o, len(owner), len(owner) + n))
+            owner += [o] * n
+            slots += taken
+    _record_problem(problems, "uncommitted_nonzero", "slot is nonzero without the committed flag", stray)
     _record_problem(problems, "hole", "committed record after an empty slot", holes)
-    return _Records(counts, list(chain.from_iterable(map(repeat, range(owners), counts))), sequence, records)
+    return _Records(slots, owner, sequence, _columns(b"".join(pieces)), spans)
 
 
-def _check_claims(raw: memoryview, header: abi.Header, manifest: Manifest, counts: list[int],
+def _check_claims(raw: memoryview, header: abi.Header, manifest: Manifest, with_records: set[int],
                   problems: list[Problem]) -> None:
     """Each owner with records must have claimed, with its own CTA and writer thread."""
     owners = header.owner_count
     start = abi.HEADER_BYTES + header.capacity * abi.RECORD_BYTES
     claims = raw[start:start + owners * abi.CLAIM_BYTES].cast("Q").tolist()
-    threads = [w.thread for w in manifest.writers]
-    expected = [abi.claim_word(cta, thread) for cta in range(owners // len(threads)) for thread in threads]
+    writers = manifest.writers
+    expected = [abi.claim_word(o // len(writers), writers[o % len(writers)].thread) for o in range(owners)]
     if claims == expected:
         return
     foreign = [o for o in range(owners) if claims[o] and claims[o] != expected[o]]
     if foreign:
         problems.append(Problem("foreign_claim", "claim word does not match its owner's CTA/thread", len(foreign),
                                 tuple(start + abi.CLAIM_BYTES * o for o in foreign[:MAX_EXAMPLES])))
-    unclaimed = [o * header.records_per_owner for o in range(owners) if counts[o] and not claims[o]]
+    unclaimed = [o * header.records_per_owner for o in range(owners) if o in with_records and not claims[o]]
     _record_problem(problems, "unclaimed", "records of an owner that never claimed", unclaimed)
 
 
@@ -229,69 +252,46 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
     if header is None:
         raise CaptureRejected(problems)
     rec = _read_records(raw, header, problems)
-    _check_claims(raw, header, manifest, rec.counts, problems)
-    rpo = header.records_per_owner
+    _check_claims(raw, header, manifest, {o for o, _, _ in rec.spans}, problems)
 
     def slots_of(positions: list[int]) -> list[int]:
-        """Buffer slots of event positions."""
-        return [rec.owner[p] * rpo + rec.sequence[p] for p in positions]
+        """Buffer slots of event positions (the same when every slot is committed)."""
+        return positions if rec.slot is None else [rec.slot[p] for p in positions]
 
-    records = rec.records
-    view = memoryview(records)
-    size = abi.RECORD_BYTES
-    ts = view.cast("Q")[0::2].tolist()
-    site = view.cast("H")[6::8].tolist()  # the tag's low half
-    kind = records[KIND_BYTE::size].translate(KIND_OF_BYTE)
-    bounds = list(accumulate(rec.counts, initial=0))
-    spans = [(first, end) for first, end in zip(bounds, bounds[1:]) if first != end]  # per owner with records
+    col = rec.columns
+    site, kind, ts = col["site"], col["kind"], col["timestamp_ns"]
+    declared = {s.site_id: SITE_KIND_CODES[s.kind] for s in dictionary.sites}
+    tags: set[int] = set()  # a capture holds few distinct tags (sites x kinds x SMs x flags)
+    sm: list[int] = []
     back: list[int] = []
-    zero = False
-    for first, end in spans:
+    moved: list[int] = []
+    for _, first, end in rec.spans:
         # whole-list tests per owner; the records are walked only in an owner that failed one
         row = ts[first:end]
-        ordered = sorted(row)
-        zero = zero or ordered[0] == 0
-        if row != ordered:
+        if row != sorted(row):
             back += [i for i in range(first + 1, end) if ts[i] < ts[i - 1]]
-    # An owner stays on one SM: its SM bytes repeat its first record's (a byte string per owner,
-    # compared in C); only otherwise is each record's SM computed and walked.
-    sm_low = records[KIND_BYTE::size].translate(SM_LOW_OF_BYTE)
-    sm_high = records[FLAGS_BYTE::size].translate(SM_HIGH_OF_BYTE)
-    moved: list[int] = []
-    if sm_low == b"".join([sm_low[first:first + 1] * (end - first) for first, end in spans]) \
-            and sm_high == b"".join([sm_high[first:first + 1] * (end - first) for first, end in spans]):
-        sm = list(chain.from_iterable(repeat(sm_low[first] | sm_high[first] << SM_LOW_BITS, end - first)
-                                      for first, end in spans))
-    else:
-        sm = [low | high << SM_LOW_BITS for low, high in zip(sm_low, sm_high)]
-        moved = [i for first, end in spans for i in range(first + 1, end) if sm[i] != sm[i - 1]]
-    declared = {s.site_id: SITE_KIND_CODES[s.kind] for s in dictionary.sites}
-    # Every record's site declared, with a kind its site takes: with site ids below 256 and no
-    # site of kind "any", that is one byte string (each record's declared site kind) equal to
-    # another (the site kind each record's kind needs).
-    declared_of_byte = bytearray([UNDECLARED]) * 256
-    for site_id, code in declared.items():
-        if site_id < 256:
-            declared_of_byte[site_id] = code
-    if not (records[SITE_HIGH_BYTE::size].count(0) == len(kind)
-            and records[SITE_LOW_BYTE::size].translate(declared_of_byte) == kind.translate(SITE_KIND_OF_KIND)):
-        # otherwise each distinct tag is checked (a capture holds few: sites x kinds x SMs x flags)
-        tags = set(view.cast("I")[3::4].tolist())
-        if not all((t & abi.SITE_MASK) in declared
-                   and ALLOWED[declared[t & abi.SITE_MASK]][(t >> abi.KIND_SHIFT) & 3] for t in tags):
-            # locate only when something is wrong
-            _record_problem(problems, "unknown_site", "site id not in the event dictionary",
-                            slots_of([i for i, s in enumerate(site) if s not in declared]))
-            _record_problem(problems, "wrong_kind", "record kind contradicts its site's declared kind",
-                            slots_of([i for i, (k, s) in enumerate(zip(kind, site))
-                                      if s in declared and not ALLOWED[declared[s]][k]]))
-    if zero:
+        own_tags = set(col["tag"][first:end])
+        tags |= own_tags
+        own_sms = {(t >> abi.SM_SHIFT) & abi.SM_MASK for t in own_tags}
+        if len(own_sms) == 1:
+            sm += [own_sms.pop()] * (end - first)
+        else:
+            sm += [(t >> abi.SM_SHIFT) & abi.SM_MASK for t in col["tag"][first:end]]
+            moved += [i for i in range(first + 1, end) if sm[i] != sm[i - 1]]
+    if not all((t & abi.SITE_MASK) in declared and ALLOWED[declared[t & abi.SITE_MASK]][(t >> abi.KIND_SHIFT) & 3]
+               for t in tags):
+        # locate only when something is wrong
+        _record_problem(problems, "unknown_site", "site id not in the event dictionary",
+                        slots_of([i for i, s in enumerate(site) if s not in declared]))
+        _record_problem(problems, "wrong_kind", "record kind contradicts its site's declared kind",
+                        slots_of([i for i, (k, s) in enumerate(zip(kind, site))
+                                  if s in declared and not ALLOWED[declared[s]][k]]))
+    if ts and min(ts) == 0:
         _record_problem(problems, "zero_timestamp", "zero timestamp", slots_of([i for i, t in enumerate(ts) if t == 0]))
     _record_problem(problems, "decreasing_timestamp", "timestamp decreases within an owner", slots_of(back))
     _record_problem(problems, "sm_change", "owner changes SM", slots_of(moved))
 
-    payload = view.cast("I")[2::4].tolist()
-    ranges = _pair_ranges(rec.owner, bounds, site, kind, ts, payload, problems, slots_of)
+    ranges = _pair_ranges(rec.owner, site, kind, ts, col["payload"], problems, slots_of)
     if not ts:
         problems.append(Problem("no_events", "the capture holds no committed record"))
     if problems:
@@ -301,15 +301,15 @@ def decode(raw, manifest: Manifest, dictionary: Dictionary) -> Capture:
         "sequence": rec.sequence,
         "timestamp_ns": ts,
         "site": site,
-        "kind": list(kind),
+        "kind": kind,
         "sm": sm,
-        "flags": list(records[FLAGS_BYTE::size].translate(FLAGS_OF_BYTE)),
-        "payload": payload,
+        "flags": col["flags"],
+        "payload": col["payload"],
     }
     return Capture(header, manifest, dictionary, events, ranges, committed_records=len(ts))
 
 
-def _pair_ranges(owner, bounds, site, kind, ts, payload, problems, slots_of) -> dict[str, list[int]]:
+def _pair_ranges(owner, site, kind, ts, payload, problems, slots_of) -> dict[str, list[int]]:
     """Pair begin/end per (owner, site) LIFO; report ends without begin and open begins.
 
     Ranges come out grouped by (owner, site), then by nesting depth, in record order; except
@@ -324,31 +324,21 @@ def _pair_ranges(owner, bounds, site, kind, ts, payload, problems, slots_of) -> 
         return {"owner": owner[0::2], "site": site[0::2], "begin_ns": ts[0::2], "end_ns": ts[1::2],
                 "begin_payload": payload[0::2], "end_payload": payload[1::2], "depth": [0] * half,
                 "begin_event": list(range(0, n, 2)), "end_event": list(range(1, n, 2))}
-    # positions of the begin/end records, grouped by (owner, site), each group in record order:
-    # the records come owner by owner already, so each owner's are sorted (stably) by site alone
-    is_range = kind.translate(IS_RANGE_KIND)
-    ridx = list(compress(range(n), is_range))
-    per_owner = [is_range.count(1, first, end) for first, end in zip(bounds, bounds[1:])]
-    cuts = list(accumulate(per_owner, initial=0))
-    ridx = list(chain.from_iterable(sorted(ridx[first:end], key=site.__getitem__)
-                                    for first, end in zip(cuts, cuts[1:]) if first != end))
-    pick = _picker(ridx)  # one gather of the range records, applied to each column it needs
-    r_site = pick(site)
-    if not any(count % 2 for count in per_owner):
+    # positions of the begin/end records, grouped by (owner, site): two stable sorts (by site,
+    # then owner) keep each group's records in their own order
+    ridx = list(compress(range(n), bytes(kind).translate(IS_RANGE_KIND)))
+    ridx.sort(key=site.__getitem__)
+    ridx.sort(key=owner.__getitem__)
+    r_owner, r_site = _take(owner, ridx), _take(site, ridx)
+    if len(ridx) % 2 == 0:
         # Common case: inside each group begins and ends alternate (B E B E ...), no nesting;
-        # then the pairing is positional. (Every owner holding an even number of range records,
-        # no pair straddles two owners.)
-        r_kind = pick(kind)
+        # then the pairing is positional.
+        r_kind = _take(kind, ridx)
         pairs = len(ridx) // 2
         if r_kind[0::2].count(abi.KIND_BEGIN) == pairs and r_kind[1::2].count(abi.KIND_END) == pairs \
-                and r_site[0::2] == r_site[1::2]:
-            r_ts, r_payload = pick(ts), pick(payload)
-            return {"owner": list(chain.from_iterable(repeat(o, count // 2) for o, count in enumerate(per_owner))),
-                    "site": list(r_site[0::2]), "begin_ns": list(r_ts[0::2]),
-                    "end_ns": list(r_ts[1::2]), "begin_payload": list(r_payload[0::2]),
-                    "end_payload": list(r_payload[1::2]), "depth": [0] * pairs, "begin_event": ridx[0::2],
-                    "end_event": ridx[1::2]}
-    key = list(zip(chain.from_iterable(map(repeat, range(len(per_owner)), per_owner)), r_site))
+                and r_owner[0::2] == r_owner[1::2] and r_site[0::2] == r_site[1::2]:
+            return _ranges(ts, payload, ridx[0::2], ridx[1::2], r_owner[0::2], r_site[0::2], [0] * pairs)
+    key = list(zip(r_owner, r_site))
     # General case: a stack per (owner, site) group, walked record by record.
     orphan_count = open_count = 0
     orphan_first: list[int] = []  # per group with an orphan end: its first one
@@ -389,18 +379,12 @@ def _pair_ranges(owner, bounds, site, kind, ts, payload, problems, slots_of) -> 
                    [r[0][1] for r in found], [r[1] for r in found])
 
 
-def _picker(positions: list[int]) -> Callable[[Sequence[int]], tuple[int, ...]]:
-    """A function giving ``values[p]`` for every position, as a tuple, gathered in C by
-    ``operator.itemgetter`` (a Python loop or ``map`` calls back into the interpreter once per
-    element)."""
-    if len(positions) < 2:  # itemgetter needs one position at least and returns one bare
-        return lambda values: tuple(values[p] for p in positions)
-    return itemgetter(*positions)
-
-
 def _take(values: list[int], positions: list[int]) -> list[int]:
-    """``values[p]`` for every position."""
-    return list(_picker(positions)(values))
+    """``values[p]`` for every position, gathered in C by ``operator.itemgetter`` (a Python loop
+    or ``map`` calls back into the interpreter once per element)."""
+    if len(positions) < 2:  # itemgetter needs one position at least and returns one bare
+        return [values[p] for p in positions]
+    return list(itemgetter(*positions)(values))
 
 
 def _problem_at(problems: list[Problem], code: str, message: str, count: int, slots: list[int]) -> None:
