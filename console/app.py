@@ -49,13 +49,14 @@ from console.episode import events as ev
 from console.episode.incumbent import abba_plan
 from console.episode.job_outcome import failure_line, newly_failed
 from console.episode.state import EpisodeState
+from console.episode.summary import running_jobs
 from console.episode.text import visible
 from console.formats.job_record import MAX_SANDBOX_JOBS
 from console.screens.dashboard import DashboardScreen
 from widgets.abba_stats import AbbaStats
 from widgets.alerts import AlertsPane
 from widgets.gpu_pane import GpuPane
-from widgets.header import EpisodeHeader, running_jobs
+from widgets.header import EpisodeHeader
 from widgets.jobs_pane import JobsPane
 from widgets.key_bar import KeyBar
 from widgets.pane import Pane, PaneRow

@@ -12,9 +12,6 @@ from console.formats.job_record import MAX_SANDBOX_JOBS
 
 from .common import NA, fmt, plain, short_sha
 
-# running_jobs is the slots in use as status's sandbox.running counts them; the app reads it here too.
-__all__ = ["EpisodeHeader", "incumbent_figure", "running_jobs"]
-
 
 def incumbent_figure(state: EpisodeState) -> str:
     """The latest point of the incumbent curve: latency in µs, or a score."""

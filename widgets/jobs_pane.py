@@ -11,8 +11,9 @@ the detail.
 On a campaign whose agent writes no job records (AKA's), the sandbox work is only in the
 telemetry: the operations no job record names (``EpisodeState.traced_operations``) are
 listed after the jobs as rows marked "traced" where a job's slot would be (the telemetry
-names no slot), with what it says: operation id, state, category, duration, exit status. The slot count is ``status``'s ``sandbox.running``, which counts
-both (``console.episode.summary.running_jobs``).
+names no slot), with what it says: operation id, state, category, duration, exit status.
+The slot count is ``status``'s ``sandbox.running``, which counts both
+(``console.episode.summary.running_jobs``).
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ no file gives is ``None``, and ``unknown`` says why, never 0.
 Profiles outlive their episode too: AKA archives an ended episode's worktree files, its
 ``profiles/`` among them, under ``episodes/eNNNN/archive/worktree_files/``, and a worktree
 still on disk keeps its own (``eNNNN-<hex>``). ``place_episode`` reads a profile's episode
-from that place (and a sandbox job record's: it counts for the episode whose worktree holds it); ``campaign_profiles`` tags every profile with it and says which are the
-current episode's (the funnel and the dominant kernel read only those).
+from that place (and a sandbox job record's: it counts for the episode whose worktree holds
+it); ``campaign_profiles`` tags every profile with it and says which are the current
+episode's (the funnel and the dominant kernel read only those).
 """
 
 from __future__ import annotations
