@@ -89,9 +89,9 @@ class Capture(NamedTuple):
 
 
 def _record_problem(problems: list[Problem], code: str, message: str, slots: list[int]) -> None:
+    """A problem of every record in ``slots`` (none: no problem)."""
     if slots:
-        problems.append(Problem(code, message, len(slots),
-                                tuple(abi.HEADER_BYTES + abi.RECORD_BYTES * s for s in slots[:MAX_EXAMPLES])))
+        _problem_at(problems, code, message, len(slots), slots)
 
 
 def check_header(raw, manifest: Manifest) -> tuple[abi.Header | None, list[Problem]]:
@@ -388,6 +388,7 @@ def _take(values: list[int], positions: list[int]) -> list[int]:
 
 
 def _problem_at(problems: list[Problem], code: str, message: str, count: int, slots: list[int]) -> None:
+    """A problem counted ``count`` times, located at the first records of ``slots``."""
     problems.append(Problem(code, message, count,
                             tuple(abi.HEADER_BYTES + abi.RECORD_BYTES * s for s in slots[:MAX_EXAMPLES])))
 
