@@ -74,3 +74,15 @@ def test_a_rejected_capture_is_reported_without_numpy(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("timeline: status_overflow: status bit overflow is set")
     assert not (tmp_path / "out" / "receipt.json").exists()
+
+
+def test_every_verb_of_the_command_line_has_a_handler_and_every_handler_a_verb():
+    import argparse
+
+    from console.timeline.tool import HANDLERS, build_parser
+
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subparsers.choices) == set(HANDLERS)
+    for verb in HANDLERS:  # the one-verb parser a run builds knows that verb alone
+        only = next(a for a in build_parser(verb)._actions if isinstance(a, argparse._SubParsersAction))
+        assert set(only.choices) == {verb}

@@ -29,9 +29,6 @@ def _argv(text: str) -> list[str]:
     return value
 
 
-VERBS = ("capture", "decode", "export-iket", "profile-iket", "export", "validate", "measure", "capture-iket")
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with ``only``, that verb's subcommand alone (argparse takes about a
     millisecond per subcommand, a tenth of a whole ``decode`` on a small capture)."""
@@ -293,14 +290,16 @@ def run_profile_iket(args) -> int:
     return _export_iket(args, str(attempt))
 
 
+# Each verb's handler; ``build_parser`` defines the same verbs' arguments.
+HANDLERS = {"capture": run_capture, "decode": run_capture, "export": run_export, "validate": run_validate,
+            "measure": run_measure, "capture-iket": run_capture_iket, "export-iket": run_export_iket,
+            "profile-iket": run_profile_iket}
+
+
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
-    args = build_parser(given[0] if given and given[0] in VERBS else None).parse_args(given)
-    handlers = {"capture": run_capture, "decode": run_capture, "export": run_export,
-                "validate": run_validate, "measure": run_measure,
-                "capture-iket": run_capture_iket, "export-iket": run_export_iket,
-                "profile-iket": run_profile_iket}
+    args = build_parser(given[0] if given and given[0] in HANDLERS else None).parse_args(given)
     try:
-        return handlers[args.verb](args)
+        return HANDLERS[args.verb](args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
