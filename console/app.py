@@ -600,6 +600,7 @@ class EpiscopeApp(App):
 
     def binding_ids(self) -> Iterator[str]:
         """Every binding id a keymap may name (the screens are imported only when asked)."""
+        from console.screens.base import ConsoleScreen
         from console.screens.confirm import ConfirmScreen
         from console.screens.detail import DetailScreen
         from console.screens.diff import DiffScreen
@@ -607,7 +608,7 @@ class EpiscopeApp(App):
         from console.screens.help import HelpScreen
         from console.screens.timeline import TimelineScreen
 
-        for owner in (type(self), HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen, EpisodesTable,
+        for owner in (type(self), ConsoleScreen, HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen, EpisodesTable,
                       DetailScreen, ReplayBar, Pane):
             for binding in owner.BINDINGS:
                 if isinstance(binding, Binding) and binding.id:

@@ -495,12 +495,13 @@ def help_text(app) -> str:
 
 
 def every_binding():
+    from console.screens.base import ConsoleScreen
     from console.screens.confirm import ConfirmScreen
     from console.screens.help import HelpScreen
     from console.screens.timeline import TimelineScreen
     from widgets.replay_bar import ReplayBar
 
-    for owner in (EpiscopeApp, HelpScreen, ConfirmScreen, TimelineScreen, ReplayBar):
+    for owner in (EpiscopeApp, ConsoleScreen, HelpScreen, ConfirmScreen, TimelineScreen, ReplayBar):
         yield from ((owner, binding) for binding in owner.BINDINGS)
 
 
@@ -522,6 +523,12 @@ async def test_help_is_generated_from_the_active_bindings(episode, tmp_path):
                 assert squeezed(binding.tooltip) in squeezed(shown), binding.id
         assert "1 2 3 4 5 6 7 8" in shown and "in Versions" in shown  # the focused pane's own keys
         assert "play / pause" not in shown  # replay keys exist only in replay
+        # Keys Textual binds itself (Tab, Shift+Tab, Ctrl+C) read like the console's own.
+        from console.screens.base import ConsoleScreen
+
+        for binding in ConsoleScreen.BINDINGS:
+            assert squeezed(binding.tooltip) in squeezed(shown), binding.id
+        assert "Focus Next" not in shown and "Copy selected text" not in shown
         # A refused action says why.
         assert squeezed("ABBA compare") in squeezed(shown)
         assert squeezed("[no commit since the base commit]") in squeezed(shown)

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from textual import events
 from textual.reactive import Reactive
-from textual.screen import Screen
 from textual.widget import Widget
 
+from console.screens.base import ConsoleScreen
 from widgets.pane import Pane, PaneRow
 
 SHORT_ROWS = 30
@@ -17,7 +17,7 @@ LOW_ROW = 9  # the bottom row's most height (app.tcss starts it there)
 SHORT_LOW_ROW = 5  # and on a short terminal
 
 
-class DashboardScreen(Screen):
+class DashboardScreen(ConsoleScreen):
     # Textual's Screen.focused repaints the whole screen whenever focus moves. The widget
     # that lost focus, the one that gained it and every pane styled ``:focus-within``
     # repaint themselves already; the full repaint only re-rendered every pane and table on

@@ -16,15 +16,15 @@ from textual import work
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Select, Static
 
 from console.episode.kernel_diff import DiffSide, KernelDiff, evaluated_latencies, kernel_diff
 from console.episode.state import EpisodeState
+from console.screens.base import ConsoleScreen
 from widgets.key_bar import KeyBar
 
 
-class DiffScreen(Screen):
+class DiffScreen(ConsoleScreen):
     DEFAULT_CSS = """
     DiffScreen #diff-sides { height: auto; }
     DiffScreen #diff-sides Select { width: 1fr; }

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from console.episode.episodes import EpisodeRecord
 from console.episode.state import EpisodeState
+from console.screens.base import ConsoleScreen
 from widgets.common import NA, add_columns, fmt, plain, sync_table
 from widgets.key_bar import KeyBar
 
@@ -75,7 +75,7 @@ class EpisodesTable(DataTable):
     ]
 
 
-class EpisodesScreen(Screen):
+class EpisodesScreen(ConsoleScreen):
     DEFAULT_CSS = """
     EpisodesScreen #episodes-title { height: 1; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     EpisodesScreen EpisodesTable { height: 1fr; }

@@ -17,13 +17,13 @@ from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Static
 
 from console.episode.replay import state_dir
 from console.episode.state import EpisodeState
 from console.episode.text import visible
 from console.formats.timeline import DecodedSites, TimelineReceipt, decoded_sites
+from console.screens.base import ConsoleScreen
 from console.screens.episodes import REFRESH_SECONDS
 from console.timeline.capture_view import CaptureView, TimelineLoadError, capture_view, export_perfetto
 from console.timeline.summary import site_statistics
@@ -31,7 +31,7 @@ from widgets.key_bar import KeyBar
 from widgets.timeline_view import TimelineView
 
 
-class TimelineScreen(Screen):
+class TimelineScreen(ConsoleScreen):
     BINDINGS = [
         # q leaves this screen as it leaves every other one over the dashboard (diff, help,
         # detail); on the dashboard itself it quits.
