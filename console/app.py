@@ -608,8 +608,8 @@ class EpiscopeApp(App):
         from console.screens.help import HelpScreen
         from console.screens.timeline import TimelineScreen
 
-        for owner in (type(self), ConsoleScreen, HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen, EpisodesTable,
-                      DetailScreen, ReplayBar, Pane):
+        for owner in (type(self), ConsoleScreen, HelpScreen, ConfirmScreen, TimelineScreen, DiffScreen, EpisodesScreen,
+                      EpisodesTable, DetailScreen, ReplayBar, Pane):
             for binding in owner.BINDINGS:
                 if isinstance(binding, Binding) and binding.id:
                     yield binding.id
