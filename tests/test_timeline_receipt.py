@@ -200,6 +200,18 @@ def test_tampering_fails_validation(workspace, tmp_path, name, tamper, reason):
     assert any(reason in r for r in reasons), reasons
 
 
+def test_a_raw_buffer_over_the_size_limit_is_refused_without_being_read_whole(workspace, tmp_path, monkeypatch):
+    from console.timeline import abi
+
+    root = tmp_path / "big"
+    shutil.copytree(workspace, root, ignore=shutil.ignore_patterns("final", "lower", "failing"))
+    _capture(root, "cap")
+    monkeypatch.setattr(abi, "MAX_RAW_BYTES", (root / "capture_ok.bin").stat().st_size - 1)
+    reasons = validate_receipt(str(root / "cap" / "receipt.json"))
+    assert any(r.startswith("capture cannot be decoded: file is") and f"more than the {abi.MAX_RAW_BYTES} allowed" in r
+               for r in reasons), reasons
+
+
 def test_consistent_forgery_of_raw_is_caught_by_redecode(workspace, tmp_path):
     root = tmp_path / "forge"
     shutil.copytree(workspace, root, ignore=shutil.ignore_patterns("final", "lower", "failing"))

@@ -16,6 +16,8 @@ import math
 import zlib
 from pathlib import Path
 
+from console.formats.bounded_read import read_regular_file
+
 from . import abi, export
 from .decode import Capture, CaptureRejected
 from .files import sha256_file
@@ -113,15 +115,14 @@ def _check_cuda(receipt: dict, files: dict[str, Path]) -> list[str]:
     if not all(n in files for n in ("raw", "manifest", "event_dictionary", "trace", "summary")):
         return []
     try:
-        raw = files["raw"].read_bytes()
-        if len(raw) > abi.MAX_RAW_BYTES:
-            raise ValueError(f"raw buffer larger than {abi.MAX_RAW_BYTES} bytes")
+        # bounded, and never blocking on a FIFO swapped in since the file was hashed
+        raw = read_regular_file(files["raw"], abi.MAX_RAW_BYTES)
         capture = decode_files(raw, load_json(files["manifest"]), load_json(files["event_dictionary"]))
     except CaptureRejected as exc:
         return [f"raw capture rejected: {exc}"]
     except SpecError as exc:
         return [f"manifest or dictionary rejected: {exc}"]
-    except ValueError as exc:
+    except ValueError as exc:  # FormatError too: not a regular file, or too large
         return [f"capture cannot be decoded: {exc}"]
     return _check_products(capture, files) + _check_extras(capture, receipt)
 
