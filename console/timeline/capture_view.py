@@ -99,7 +99,6 @@ def _load(receipt_path: Path) -> tuple[dict, Capture]:
 def lanes(capture: Capture) -> tuple[tuple[Lane, ...], int]:
     """Every owner's lane (by SM, then owner) and the capture's span in ns."""
     ev, rg = capture.events, capture.ranges
-    owner_sm = dict(zip(ev["owner"], ev["sm"]))  # decode checked that an owner keeps its SM
     t0 = min(ev["timestamp_ns"])
     span = max(ev["timestamp_ns"]) - t0
     ranges: dict[int, list[tuple[int, int, int]]] = {}
@@ -110,7 +109,7 @@ def lanes(capture: Capture) -> tuple[tuple[Lane, ...], int]:
         if kind >= abi.KIND_INSTANT:
             instants.setdefault(owner, []).append(ts - t0)
     out = []
-    for sm, owner in sorted((sm, owner) for owner, sm in owner_sm.items()):
+    for sm, owner in sorted((sm, owner) for owner, sm in capture.owner_sms().items()):
         out.append(Lane(sm, owner, capture.manifest.owner_name(owner), tuple(ranges.get(owner, ())),
                         tuple(instants.get(owner, ()))))
     return tuple(out), span

@@ -87,6 +87,10 @@ class Capture(NamedTuple):
     def event_count(self) -> int:
         return len(self.events["timestamp_ns"])
 
+    def owner_sms(self) -> dict[int, int]:
+        """The SM of each owner with records (decode checked that an owner never changes SM)."""
+        return dict(zip(self.events["owner"], self.events["sm"]))
+
 
 def _record_problem(problems: list[Problem], code: str, message: str, slots: list[int]) -> None:
     """A problem of every record in ``slots`` (none: no problem)."""

@@ -24,12 +24,6 @@ def _site_names(capture: Capture) -> dict[int, str]:
     return {s.site_id: s.name for s in capture.dictionary.sites}
 
 
-def _owner_sm(capture: Capture) -> dict[int, int]:
-    """SM of each owner, by owner; decode checked that an owner never changes SM."""
-    ev = capture.events
-    return dict(zip(ev["owner"], ev["sm"]))
-
-
 def _owner_args(capture: Capture, owner: int, sm: int) -> dict:
     """Who wrote an event, under the trace arg names AKA's timeline tool uses."""
     writers = capture.manifest.writers
@@ -85,7 +79,7 @@ def chrome_trace(capture: Capture) -> dict:
     rg = capture.ranges
     names = _site_names(capture)
     t0 = min(ev["timestamp_ns"])
-    owner_sm = _owner_sm(capture)
+    owner_sm = capture.owner_sms()
     who = {owner: _owner_args(capture, owner, sm) for owner, sm in owner_sm.items()}
     where = _site_args(capture)
     events: list[dict] = [{"name": "process_name", "ph": "M", "pid": sm + 1, "tid": 0, "args": {"name": f"SM {sm}"}}
@@ -234,7 +228,7 @@ def perfetto_trace_bytes(capture: Capture) -> bytes:
     ev = capture.events
     rg = capture.ranges
     names = _site_names(capture)
-    owner_sm = _owner_sm(capture)
+    owner_sm = capture.owner_sms()
     descriptors: list[bytes] = []
     for sm in sorted(set(owner_sm.values())):
         proc = f_varint(PD_PID, sm + 1) + f_string(PD_NAME, f"SM {sm}")
